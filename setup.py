@@ -1,0 +1,38 @@
+"""ament_python packaging for venus_ros (also installable with pip)."""
+
+from glob import glob
+from pathlib import Path
+from xml.etree import ElementTree
+
+from setuptools import find_packages, setup
+
+PACKAGE = "venus_ros"
+VERSION = ElementTree.parse(Path(__file__).with_name("package.xml")).findtext("version")
+
+setup(
+    name=PACKAGE,
+    version=VERSION,
+    description="Proactive full-duplex conversation for ROS 2 robots (Realtime-Venus)",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
+    package_data={PACKAGE: ["samples/*/*"]},
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/launch", glob("launch/*.py")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.rviz")),
+    ],
+    install_requires=[
+        "setuptools",
+        "numpy>=1.24",
+        "soxr>=0.3",
+        "pyyaml>=6",
+        "pydantic>=2.5",
+        "soundfile>=0.12",
+        "opencv-python-headless>=4.8",
+    ],
+    extras_require={"test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.6"]},
+    zip_safe=True,
+    entry_points={"console_scripts": ["venus-ros = venus_ros.cli:main"]},
+)
