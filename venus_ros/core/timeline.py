@@ -18,8 +18,8 @@ import math
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import islice
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import IO, Any
 
@@ -152,10 +152,10 @@ class Timeline:
             )
         except (TypeError, ValueError) as exc:
             raise TypeError(f"timeline payload for {kind.value} is not JSON: {exc}") from exc
-        t = self._clock.now()
-        if not math.isfinite(t):
-            raise ValueError(f"timeline clock returned a non-finite time: {t}")
-        with self._lock:
+        with self._lock:  # read the clock under the lock: seq order is time order
+            t = self._clock.now()
+            if not math.isfinite(t):
+                raise ValueError(f"timeline clock returned a non-finite time: {t}")
             record = Record(self._next_seq, t, kind, text)
             self._next_seq += 1
             self._records.append(record)

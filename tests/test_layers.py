@@ -1,0 +1,182 @@
+"""Layering rules: the ROS-free packages never pull in ROS or heavy inference libraries.
+
+Every module under the layered packages is imported in a fresh interpreter, and afterwards none of
+the forbidden top-level packages may be in ``sys.modules``, nor may the import have even tried to
+find one (so a guarded ``try: import torch`` is caught on a machine without torch too). Separately,
+the source of those packages must not mention ``import rclpy`` / ``from rclpy`` anywhere, not even
+inside a function. Modules are discovered by walking the folders, so new ones are covered.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYERED_PACKAGES = ("core", "harness", "audio", "memory", "eval")
+FORBIDDEN = ("rclpy", "torch", "onnxruntime", "transformers", "tensorrt", "cv2")
+
+
+def layered_dirs() -> list[Path]:
+    return [
+        ROOT / "venus_ros" / name
+        for name in LAYERED_PACKAGES
+        if (ROOT / "venus_ros" / name).is_dir()
+    ]
+
+
+def python_files() -> list[Path]:
+    files = []
+    for folder in layered_dirs():
+        files.extend(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+    return sorted(files)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = sorted({module_name(p) for p in python_files()})
+FILES = [p.relative_to(ROOT).as_posix() for p in python_files()]
+
+# Runs in the child interpreter: argv[1] is the module to import (or "" for a bare baseline).
+_PROBE = """
+import importlib, importlib.abc, json, sys
+forbidden = set(sys.argv[2].split(","))
+attempted = set()
+
+class Spy(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in forbidden:
+            attempted.add(name.partition(".")[0])
+        return None
+
+def forbidden_loaded():
+    return {n.partition(".")[0] for n in sys.modules} & forbidden
+
+before = forbidden_loaded()
+sys.meta_path.insert(0, Spy())
+origin = None
+if sys.argv[1]:
+    origin = getattr(importlib.import_module(sys.argv[1]), "__file__", None)
+loaded = forbidden_loaded()
+print(json.dumps({
+    "before": sorted(before),
+    "loaded": sorted(loaded - before),
+    "attempted": sorted(attempted),
+    "origin": origin,
+}))
+"""
+
+
+def _probe(module: str) -> subprocess.CompletedProcess[str]:
+    env = os.environ.copy()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return subprocess.run(
+        [sys.executable, "-c", _PROBE, module, ",".join(FORBIDDEN)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def import_reports() -> dict[str, subprocess.CompletedProcess[str]]:
+    """One fresh interpreter per module, run in parallel; keyed by module name ("" = baseline)."""
+    names = ["", *MODULES]
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        return dict(zip(names, pool.map(_probe, names), strict=True))
+
+
+def _report(proc: subprocess.CompletedProcess[str], what: str) -> dict[str, object]:
+    assert proc.returncode == 0, f"importing {what} failed:\n{proc.stderr}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_layered_packages_are_discovered() -> None:
+    assert "venus_ros.core" in MODULES
+    assert "venus_ros.core.timeline" in MODULES
+    assert all(name.startswith("venus_ros.") for name in MODULES)
+
+
+def test_bare_interpreter_loads_no_forbidden_package(
+    import_reports: dict[str, subprocess.CompletedProcess[str]],
+) -> None:
+    report = _report(import_reports[""], "nothing")
+    assert report["before"] == [] and report["loaded"] == [], (
+        f"the interpreter itself preloads {report['before']}; the import checks would be blind"
+    )
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_module_imports_without_ros_or_inference_libraries(
+    module: str, import_reports: dict[str, subprocess.CompletedProcess[str]]
+) -> None:
+    report = _report(import_reports[module], module)
+    origin = report["origin"]
+    assert origin is not None and Path(str(origin)).resolve().is_relative_to(ROOT), (
+        f"{module} was imported from {origin}, not from this checkout"
+    )
+    assert report["loaded"] == [], f"importing {module} loaded {report['loaded']}"
+    assert report["attempted"] == [], f"importing {module} tried to import {report['attempted']}"
+
+
+def rclpy_imports(source: str, filename: str = "<source>") -> list[int]:
+    """Line numbers of every import of rclpy in ``source``, at any nesting depth."""
+
+    def is_rclpy(name: str | None) -> bool:
+        return name is not None and (name == "rclpy" or name.startswith("rclpy."))
+
+    lines = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if isinstance(node, ast.Import) and any(is_rclpy(a.name) for a in node.names):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and is_rclpy(node.module):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            arg = node.args[0]
+            if (
+                name in ("import_module", "__import__")
+                and isinstance(arg, ast.Constant)
+                and isinstance(arg.value, str)
+                and is_rclpy(arg.value)
+            ):
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        ("import rclpy\n", [1]),
+        ("import os, rclpy.node as node\n", [1]),
+        ("from rclpy.node import Node\n", [1]),
+        ("def f():\n    if True:\n        import rclpy\n", [3]),
+        ("class A:\n    def m(self):\n        from rclpy import qos\n", [3]),
+        ("import importlib\nimportlib.import_module('rclpy.node')\n", [2]),
+        ("__import__('rclpy')\n", [1]),
+        ("import rclpyx\nfrom .rclpy import x\n# import rclpy\ns = 'import rclpy'\n", []),
+    ],
+)
+def test_rclpy_scan_finds_imports_at_any_depth(source: str, found: list[int]) -> None:
+    assert rclpy_imports(source) == found
+
+
+@pytest.mark.parametrize("path", FILES)
+def test_source_never_imports_rclpy(path: str) -> None:
+    lines = rclpy_imports((ROOT / path).read_text(encoding="utf-8"), filename=path)
+    assert lines == [], f"{path} imports rclpy at line(s) {lines}"

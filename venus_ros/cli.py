@@ -1,0 +1,135 @@
+"""``venus-ros``: run, replay and measure venus_ros from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator, Sequence
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from venus_ros.core.clock import FakeClock
+from venus_ros.core.frontend import FrontendError
+from venus_ros.core.session import SessionConfig, run_offline, summarize
+from venus_ros.core.units import InputError, VideoFrame
+
+SAMPLE = resources.files("venus_ros") / "samples" / "hello"
+
+
+def _sample_path(name: str) -> Path:
+    return Path(str(SAMPLE / name))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``venus-ros`` console script."""
+    parser = argparse.ArgumentParser(
+        prog="venus-ros", description="Run, replay and measure venus_ros."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    replay = commands.add_parser(
+        "replay", help="run the foreground loop offline over a recording (fake clock)"
+    )
+    replay.add_argument("input", type=Path, help="the user's audio (WAV/FLAC, any common rate)")
+    replay.add_argument("--video", type=Path, help="a video file whose frames go with the audio")
+    replay.add_argument(
+        "--frontend",
+        default=f"scripted:{_sample_path('script.yaml')}",
+        help="frontend spec, e.g. scripted:FILE (default: the bundled sample script)",
+    )
+    replay.add_argument("--out", type=Path, default=Path("out/replay"), help="output folder")
+
+    demo = commands.add_parser("demo", help="replay the bundled sample session")
+    demo.add_argument("--out", type=Path, default=Path("out/demo"), help="output folder")
+
+    bench = commands.add_parser("bench", help="print performance figures")
+    bench.add_argument("suite", choices=["core"], help="what to measure")
+    bench.add_argument("--minutes", type=float, default=60.0, help="simulated session length")
+
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "replay":
+            return _replay(args.input, args.video, args.frontend, args.out)
+        if args.command == "demo":
+            spec = f"scripted:{_sample_path('script.yaml')}"
+            return _replay(_sample_path("input.wav"), None, spec, args.out)
+        from venus_ros.bench import bench_core
+
+        return bench_core(minutes=args.minutes)
+    except (FrontendError, InputError, OSError, ValueError) as exc:
+        print(f"venus-ros {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _replay(audio_path: Path, video: Path | None, spec: str, out: Path) -> int:
+    import soundfile
+
+    from venus_ros.frontends import make_frontend
+
+    try:
+        audio, rate = soundfile.read(str(audio_path), dtype="float32", always_2d=True)
+    except (soundfile.LibsndfileError, RuntimeError) as exc:
+        raise OSError(f"cannot read audio {audio_path}: {exc}") from exc
+    if audio.shape[1] != 1:
+        raise InputError(
+            "audio.channels",
+            f"{audio_path} has {audio.shape[1]} channels; "
+            "the microphone input must be mono (downmix it first)",
+        )
+    audio = audio[:, 0]
+    duration = len(audio) / rate
+    clock = FakeClock()
+    frontend = make_frontend(spec, clock=clock)
+    frames = _read_video(video, duration) if video else ()
+    config = SessionConfig(timeline_window_s=max(600.0, duration + 120.0))
+    session = run_offline(audio, rate, frontend, clock=clock, frames=frames, config=config)
+
+    out.mkdir(parents=True, exist_ok=True)
+    session.timeline.export_jsonl(out / "timeline.jsonl")
+    played = _render(session.playback.played_audio, session.playback.sample_rate)
+    soundfile.write(str(out / "assistant.wav"), played, session.playback.sample_rate)
+    lines = [f"input: {audio_path} ({duration:.2f} s at {rate} Hz), frontend: {spec}"]
+    lines += summarize(session)
+    lines.append(f"wrote {out / 'timeline.jsonl'}, {out / 'assistant.wav'}, {out / 'summary.txt'}")
+    (out / "summary.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+    return 0
+
+
+def _render(pieces: list[tuple[float, np.ndarray]], rate: int) -> np.ndarray:
+    """Place played audio at its session time: what a listener in the room heard."""
+    end = max((round(t * rate) + len(a) for t, a in pieces), default=0)
+    track = np.zeros(end, dtype=np.float32)
+    for t, samples in pieces:
+        start = round(t * rate)
+        track[start : start + len(samples)] += samples
+    return track
+
+
+def _read_video(path: Path, duration: float) -> Iterator[VideoFrame]:
+    """Frames of a video file at its own timestamps, up to ``duration`` seconds, as RGB.
+
+    A generator: frames are decoded as the replay reaches them, never all held at once.
+    """
+    import cv2
+
+    capture = cv2.VideoCapture(str(path))
+    if not capture.isOpened():
+        raise OSError(f"cannot open video {path}")
+    try:
+        seq = 0
+        while True:
+            ok, image = capture.read()
+            t = capture.get(cv2.CAP_PROP_POS_MSEC) / 1000.0
+            if not ok or t > duration:
+                return
+            yield VideoFrame(cv2.cvtColor(image, cv2.COLOR_BGR2RGB), t, seq=seq)
+            seq += 1
+    finally:
+        capture.release()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,523 @@
+"""The foreground loop: one decision per one-second unit, never pausing.
+
+:class:`DuplexLoop` drives a :class:`~venus_ros.core.frontend.Frontend` unit by unit and enforces
+the rules of the floor:
+
+* exactly one decision (listen or speak) per unit boundary;
+* once speaking, the assistant may not return to listening until ``<|turn_eos|>``; a frontend
+  that tries is recorded as a protocol error and its turn is ended for it;
+* a turn that ends with no speech in its last unit is a *yield*: the speaker is told to flush,
+  so the stop is audible at once; a turn that ends with speech *finishes* and drains;
+* private spans never reach the speaker; a ``<delegate>`` fixes its evidence cutoff at the
+  timeline sequence number of the moment it opened;
+* only text whose audio the speaker acknowledged counts as heard;
+* backend replies are inserted as ``<backend>`` spans only at an eligible boundary (while
+  listening, which includes the boundary right after a turn ends);
+* every unit's compute time, real-time debt and deadline miss is measured and recorded.
+
+A failing frontend never stops the loop: the failure is recorded and the unit is treated as a
+yield.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from venus_ros.core.clock import Clock
+from venus_ros.core.frontend import Decision, Frontend, UnitOutput
+from venus_ros.core.playback import PlaybackAck, SpeechChunk
+from venus_ros.core.protocol import (
+    TURN_EOS,
+    Channel,
+    ControlToken,
+    PrivateSpan,
+    ProtocolError,
+    SpanOpened,
+    SpanParser,
+    VisibleText,
+    escape_tags,
+)
+from venus_ros.core.timeline import Kind, Timeline
+from venus_ros.core.units import InputUnit
+
+#: Speech chunks kept for acknowledgement; older unacknowledged ones are given up on.
+MAX_UNACKED_CHUNKS = 64
+
+
+class FloorState(str, enum.Enum):
+    """Who holds the floor between two boundaries."""
+
+    LISTENING = "listening"
+    SPEAKING = "speaking"
+
+
+@dataclass(frozen=True)
+class DuplexConfig:
+    """Settings of the foreground loop.
+
+    Attributes:
+        deadline_fraction: a unit misses its deadline when its compute, plus the debt carried in,
+            exceeds this fraction of the unit's duration.
+        max_query_chars: length cap of a ``<delegate>`` query.
+        max_pending_replies: backend replies waiting for a boundary; the oldest is dropped
+            (and recorded) beyond this.
+    """
+
+    deadline_fraction: float = 1.0
+    max_query_chars: int = 4000
+    max_pending_replies: int = 8
+
+    def __post_init__(self) -> None:
+        if not 0 < self.deadline_fraction <= 4:
+            raise ValueError(
+                f"duplex.deadline_fraction must be in (0, 4], got {self.deadline_fraction}"
+            )
+        if self.max_query_chars < 1:
+            raise ValueError(f"duplex.max_query_chars must be >= 1, got {self.max_query_chars}")
+        if self.max_pending_replies < 1:
+            raise ValueError(
+                f"duplex.max_pending_replies must be >= 1, got {self.max_pending_replies}"
+            )
+
+
+@dataclass(frozen=True)
+class BackendReply:
+    """A reply from the background harness, waiting to be inserted as a ``<backend>`` span."""
+
+    task_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class DelegateRequest:
+    """A closed ``<delegate>`` span: work for the harness.
+
+    Attributes:
+        query: the request in words.
+        cutoff_seq: the evidence cutoff (the timeline seq of the span's opening).
+        turn_id: the assistant turn that wrote it.
+        unit_index: the unit in which the span closed.
+    """
+
+    query: str
+    cutoff_seq: int
+    turn_id: int
+    unit_index: int
+
+
+@dataclass(frozen=True)
+class UnitResult:
+    """Everything one boundary produced, for the speaker, the harness and the monitors.
+
+    Attributes:
+        index: the unit index.
+        decision: the decision taken at this boundary.
+        end_of_turn: the assistant's turn ended in this unit.
+        flush: the speaker must discard its queue now (a yield).
+        speech: audio and visible text for the speaker, or None.
+        delegates: delegate requests that closed in this unit.
+        compute_s: frontend time for the unit (on the session clock).
+        debt_s: real-time debt after this unit.
+        missed: the unit missed its deadline.
+        overhead_s: the loop's own processing time (wall clock, excluding the frontend).
+    """
+
+    index: int
+    decision: Decision
+    end_of_turn: bool
+    flush: bool
+    speech: SpeechChunk | None
+    delegates: tuple[DelegateRequest, ...]
+    compute_s: float
+    debt_s: float
+    missed: bool
+    overhead_s: float = 0.0
+
+
+class DuplexLoop:
+    """The foreground listen/speak state machine around one frontend.
+
+    ``step`` runs on the foreground thread; ``offer_backend`` and ``acknowledge`` may be called
+    from any thread.
+
+    Args:
+        frontend: the model.
+        timeline: where every event is recorded.
+        clock: the session clock (compute time is measured on it).
+        config: loop settings.
+    """
+
+    def __init__(
+        self,
+        frontend: Frontend,
+        timeline: Timeline,
+        clock: Clock,
+        config: DuplexConfig | None = None,
+    ) -> None:
+        self.frontend = frontend
+        self.timeline = timeline
+        self.clock = clock
+        self.config = config or DuplexConfig()
+        self.state = FloorState.LISTENING
+        self.turn_id = 0
+        self.debt_s = 0.0
+        self.missed_units = 0
+        self._parser = SpanParser(max_query_chars=self.config.max_query_chars)
+        self._open_cutoff: int | None = None
+        self._next_index = 0
+        self._out_samples = 0
+        self._lock = threading.Lock()
+        self._replies: deque[BackendReply] = deque()
+        self._chunks: dict[int, SpeechChunk] = {}
+        self._heard_samples: dict[int, int] = {}
+        self._heard: dict[int, list[str]] = {}
+
+    # ------------------------------------------------------------------ other threads
+    def offer_backend(self, reply: BackendReply) -> None:
+        """Queue a backend reply for insertion at the next eligible boundary."""
+        with self._lock:
+            self._replies.append(reply)
+            if len(self._replies) > self.config.max_pending_replies:
+                dropped = self._replies.popleft()
+                self.timeline.append(
+                    Kind.BACKEND_INSERT,
+                    {"task_id": dropped.task_id, "inserted": False, "reason": "queue_full"},
+                )
+
+    @property
+    def pending_replies(self) -> int:
+        """Backend replies waiting for a boundary."""
+        with self._lock:
+            return len(self._replies)
+
+    def acknowledge(self, ack: PlaybackAck) -> bool:
+        """Record the speaker's progress on a chunk; returns False (and records why) if invalid.
+
+        The visible text of a chunk counts as heard in proportion to its acknowledged samples,
+        whole words only.
+        """
+        with self._lock:
+            chunk = self._chunks.get(ack.unit_index)
+            problem = _ack_problem(ack, chunk)
+            if problem or chunk is None:
+                self.timeline.append(
+                    Kind.INPUT_ERROR,
+                    {"field": "playback_ack", "unit": ack.unit_index, "message": problem},
+                )
+                return False
+            before = self._heard_samples.get(ack.unit_index, 0)
+            played = max(before, ack.samples_played)
+            self._heard_samples[ack.unit_index] = played
+            heard = _heard_prefix(chunk.text, played / chunk.samples)
+            previous = _heard_prefix(chunk.text, before / chunk.samples)
+            if len(heard) > len(previous):
+                self._heard.setdefault(chunk.turn_id, []).append(heard[len(previous) :])
+            if ack.complete:
+                del self._chunks[ack.unit_index]
+                del self._heard_samples[ack.unit_index]
+            self.timeline.append(
+                Kind.PLAYBACK_ACK,
+                {
+                    "unit": ack.unit_index,
+                    "turn": chunk.turn_id,
+                    "samples_played": played,
+                    "samples_total": chunk.samples,
+                    "flushed": ack.flushed,
+                    "heard_chars": len(heard),
+                },
+            )
+            return True
+
+    def heard_text(self, turn_id: int | None = None) -> str:
+        """What the user has heard of one turn (or of all turns, joined), by playback acks."""
+        with self._lock:
+            turns = [turn_id] if turn_id is not None else sorted(self._heard)
+            return " ".join("".join(self._heard.get(t, [])).strip() for t in turns).strip()
+
+    # ------------------------------------------------------------------ foreground
+    def prepare(self, system_prompt: str = "", ref_audio: np.ndarray | None = None) -> None:
+        """Start the frontend's session."""
+        self.frontend.prepare(system_prompt=system_prompt, ref_audio=ref_audio)
+
+    def step(self, unit: InputUnit) -> UnitResult:
+        """Take the decision for one unit boundary. Never raises because of the frontend."""
+        wall0 = time.perf_counter()
+        unit = self._record_inputs(unit)
+        frontend_wall = 0.0
+        t0 = self.clock.now()
+        out: UnitOutput | None = None
+        try:
+            w0 = time.perf_counter()
+            self.frontend.prefill(unit)
+            out = self.frontend.generate()
+            frontend_wall = time.perf_counter() - w0
+            _check_output(out)
+        except Exception as exc:  # the loop must survive any frontend failure
+            frontend_wall = time.perf_counter() - w0
+            self.timeline.append(
+                Kind.FRONTEND_ERROR,
+                {"unit": unit.index, "error": type(exc).__name__, "message": str(exc)[:500]},
+            )
+            out = UnitOutput(Decision.LISTEN, end_of_turn=self.state is FloorState.SPEAKING)
+        compute = max(self.clock.now() - t0, 0.0)
+        result = self._apply(unit, out, compute)
+        overhead = time.perf_counter() - wall0 - frontend_wall
+        return replace(result, overhead_s=overhead)
+
+    def _record_inputs(self, unit: InputUnit) -> InputUnit:
+        dropped = unit.index - self._next_index
+        self._next_index = unit.index + 1
+        audio = unit.audio
+        rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64)))) if audio.size else 0.0
+        self.timeline.append(
+            Kind.USER_AUDIO,
+            {
+                "unit": unit.index,
+                "start_sample": unit.start_sample,
+                "samples": int(audio.shape[0]),
+                "rms": round(rms, 6),
+                "dropped_before": max(dropped, 0),
+            },
+        )
+        if unit.frame is not None:
+            frame = unit.frame
+            self.timeline.append(
+                Kind.VIDEO_FRAME,
+                {
+                    "unit": unit.index,
+                    "frame_seq": frame.seq,
+                    "frame_t": frame.t,
+                    "shape": list(frame.image.shape),
+                },
+            )
+        for text in unit.texts:
+            self.timeline.append(Kind.USER_TEXT, {"unit": unit.index, "text": text})
+        reply = self._take_reply()
+        if reply is None:
+            return unit
+        span = f"<backend>{escape_tags(reply.text)}</backend>"
+        self.timeline.append(
+            Kind.BACKEND_INSERT,
+            {
+                "unit": unit.index,
+                "task_id": reply.task_id,
+                "inserted": True,
+                "chars": len(reply.text),
+            },
+        )
+        return replace(unit, texts=(*unit.texts, span))
+
+    def _take_reply(self) -> BackendReply | None:
+        if self.state is not FloorState.LISTENING:
+            return None
+        with self._lock:
+            return self._replies.popleft() if self._replies else None
+
+    def _apply(self, unit: InputUnit, out: UnitOutput, compute: float) -> UnitResult:
+        was_speaking = self.state is FloorState.SPEAKING
+        end_of_turn = bool(out.end_of_turn)
+        decision = out.decision
+        if not was_speaking and decision is Decision.LISTEN:
+            end_of_turn = False
+            if out.text or out.audio.size:
+                self._protocol_error(
+                    unit.index,
+                    "output_while_listening",
+                    "text or audio generated in a listen unit was discarded",
+                )
+        if was_speaking and decision is Decision.LISTEN and not end_of_turn:
+            self._protocol_error(
+                unit.index,
+                "listen_mid_turn",
+                "the frontend returned to listening without <|turn_eos|>",
+            )
+            end_of_turn = True
+        if decision is Decision.SPEAK and not was_speaking:
+            self.turn_id += 1
+            self.state = FloorState.SPEAKING
+
+        visible: list[str] = []
+        delegates: list[DelegateRequest] = []
+        if decision is Decision.SPEAK:
+            end_of_turn |= self._parse(unit.index, self._parser.feed(out.text), visible, delegates)
+        if end_of_turn and self.state is FloorState.SPEAKING:
+            self._parse(unit.index, self._parser.end_turn(), visible, delegates)
+            self._open_cutoff = None
+
+        said = "".join(visible)
+        speech = self._speech(unit.index, out, said) if decision is Decision.SPEAK else None
+        # A yield (no speech in the ending unit) stops playback at once; a finish drains.
+        # Only visible text counts: a unit holding just "<|turn_eos|>" (or a private span) yields.
+        yielded = decision is Decision.LISTEN or (not said and speech is None)
+        flush = end_of_turn and self.state is FloorState.SPEAKING and yielded
+        self.timeline.append(
+            Kind.DECISION,
+            {
+                "unit": unit.index,
+                "decision": decision.value,
+                "end_of_turn": end_of_turn,
+                "turn": self.turn_id if self.state is FloorState.SPEAKING else None,
+            },
+        )
+        if flush:
+            self.timeline.append(Kind.FLUSH, {"unit": unit.index, "turn": self.turn_id})
+        if end_of_turn:
+            self.state = FloorState.LISTENING
+        return self._account(unit, decision, end_of_turn, flush, speech, delegates, compute)
+
+    def _parse(
+        self, index: int, events: list, visible: list[str], delegates: list[DelegateRequest]
+    ) -> bool:
+        """Route parser events; returns True if a ``<|turn_eos|>`` token appeared in the text."""
+        saw_eos = False
+        for event in events:
+            if isinstance(event, VisibleText):
+                visible.append(event.text)
+            elif isinstance(event, SpanOpened) and event.channel is Channel.DELEGATE:
+                record = self.timeline.append(
+                    Kind.DELEGATE_OPEN, {"unit": index, "turn": self.turn_id}
+                )
+                self._open_cutoff = record.seq
+            elif isinstance(event, PrivateSpan):
+                self._close_span(index, event, delegates)
+            elif isinstance(event, ControlToken):
+                saw_eos |= event.token == TURN_EOS
+            elif isinstance(event, ProtocolError):
+                self._protocol_error(index, event.code, event.detail)
+        return saw_eos
+
+    def _close_span(self, index: int, span: PrivateSpan, delegates: list[DelegateRequest]) -> None:
+        cutoff = self._open_cutoff if self._open_cutoff is not None else self.timeline.last_seq
+        self._open_cutoff = None
+        if span.channel is not Channel.DELEGATE:
+            self._protocol_error(
+                index,
+                "backend_from_model",
+                "the frontend wrote a <backend> span; it was not spoken",
+            )
+            return
+        request = DelegateRequest(span.text.strip(), cutoff, self.turn_id, index)
+        self.timeline.append(
+            Kind.DELEGATE_CLOSE,
+            {"unit": index, "turn": self.turn_id, "cutoff_seq": cutoff, "query": request.query},
+        )
+        delegates.append(request)
+
+    def _protocol_error(self, index: int, code: str, detail: str) -> None:
+        self.timeline.append(Kind.PROTOCOL_ERROR, {"unit": index, "code": code, "detail": detail})
+
+    def _speech(self, index: int, out: UnitOutput, text: str) -> SpeechChunk | None:
+        audio = np.asarray(out.audio)
+        if audio.ndim != 1 or audio.dtype != np.float32 or not np.all(np.isfinite(audio)):
+            self._protocol_error(
+                index,
+                "bad_audio",
+                f"frontend audio must be finite mono float32, got "
+                f"{audio.dtype} {audio.shape}; the unit's audio was dropped",
+            )
+            audio = np.zeros(0, dtype=np.float32)
+        if text:
+            self.timeline.append(
+                Kind.ASSISTANT_TEXT, {"unit": index, "turn": self.turn_id, "text": text}
+            )
+        if audio.size == 0:
+            return None
+        chunk = SpeechChunk(
+            index, self.turn_id, self._out_samples, audio, self.frontend.output_sample_rate, text
+        )
+        self._out_samples += chunk.samples
+        with self._lock:
+            self._chunks[index] = chunk
+            while len(self._chunks) > MAX_UNACKED_CHUNKS:  # a speaker that never acknowledges
+                stale = min(self._chunks)
+                del self._chunks[stale]
+                self._heard_samples.pop(stale, None)
+                self.timeline.append(
+                    Kind.INPUT_ERROR,
+                    {"field": "playback_ack", "unit": stale, "message": "never acknowledged"},
+                )
+        self.timeline.append(
+            Kind.ASSISTANT_AUDIO,
+            {
+                "unit": index,
+                "turn": self.turn_id,
+                "first_sample": chunk.first_sample,
+                "samples": chunk.samples,
+                "sample_rate": chunk.sample_rate,
+            },
+        )
+        return chunk
+
+    def _account(
+        self,
+        unit: InputUnit,
+        decision: Decision,
+        end_of_turn: bool,
+        flush: bool,
+        speech: SpeechChunk | None,
+        delegates: list[DelegateRequest],
+        compute: float,
+    ) -> UnitResult:
+        duration = unit.duration_s
+        missed = compute + self.debt_s > duration * self.config.deadline_fraction
+        self.debt_s = max(0.0, self.debt_s + compute - duration)
+        self.missed_units += int(missed)
+        self.timeline.append(
+            Kind.UNIT_STATS,
+            {
+                "unit": unit.index,
+                "compute_s": round(compute, 6),
+                "debt_s": round(self.debt_s, 6),
+                "missed": missed,
+                "unit_s": round(duration, 6),
+            },
+        )
+        return UnitResult(
+            unit.index,
+            decision,
+            end_of_turn,
+            flush,
+            speech,
+            tuple(delegates),
+            compute,
+            self.debt_s,
+            missed,
+        )
+
+
+def _check_output(out: object) -> None:
+    """Raise TypeError unless ``out`` is a UnitOutput whose fields have the contract's types."""
+    if not isinstance(out, UnitOutput):
+        raise TypeError(f"generate() returned {type(out).__name__}, not UnitOutput")
+    if not isinstance(out.decision, Decision):
+        raise TypeError(f"UnitOutput.decision must be a Decision, got {out.decision!r}")
+    if not isinstance(out.text, str):
+        raise TypeError(f"UnitOutput.text must be a str, got {type(out.text).__name__}")
+    if not isinstance(out.audio, np.ndarray):
+        raise TypeError(f"UnitOutput.audio must be a numpy array, got {type(out.audio).__name__}")
+
+
+def _ack_problem(ack: PlaybackAck, chunk: SpeechChunk | None) -> str:
+    if chunk is None:
+        return f"no speech chunk for unit {ack.unit_index} is awaiting playback"
+    if ack.samples_total != chunk.samples:
+        return f"samples_total {ack.samples_total} does not match the chunk's {chunk.samples}"
+    if not 0 <= ack.samples_played <= chunk.samples:
+        return f"samples_played {ack.samples_played} outside 0..{chunk.samples}"
+    return ""
+
+
+def _heard_prefix(text: str, fraction: float) -> str:
+    """The whole words of ``text`` spoken by the time ``fraction`` of its audio has played."""
+    if fraction >= 1.0 or math.isclose(fraction, 1.0):
+        return text
+    limit = int(len(text) * max(fraction, 0.0))
+    cut = text.rfind(" ", 0, limit + 1)
+    return text[: cut + 1] if cut >= 0 else ""

@@ -1,0 +1,78 @@
+"""The frontend contract: what the duplex loop asks of a model, once per unit.
+
+It mirrors the MiniCPM-o 4.5 duplex API (``prepare``, ``streaming_prefill``,
+``streaming_generate``) so that a real checkpoint, a compiled engine, a remote server, the
+embedded cascade and the scripted test frontend all plug into the same loop.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from venus_ros.core.units import InputUnit
+
+#: MiniCPM-o 4.5 speaks at 24 kHz.
+DEFAULT_OUTPUT_RATE = 24000
+
+
+class Decision(str, enum.Enum):
+    """The decision taken at a unit boundary: ``<|listen|>`` or ``<|speak|>``."""
+
+    LISTEN = "listen"
+    SPEAK = "speak"
+
+
+def _empty_audio() -> np.ndarray:
+    return np.zeros(0, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class UnitOutput:
+    """What a frontend produced for one unit.
+
+    Attributes:
+        decision: listen or speak for this unit.
+        text: the text delta generated in this unit (may contain private spans and tokens).
+        audio: mono float32 speech for this unit at the frontend's ``output_sample_rate``.
+        end_of_turn: the model emitted ``<|turn_eos|>`` in this unit. With ``LISTEN`` (or with
+            no speech in the unit) it means the model yielded the floor; with speech it means the
+            turn finished after this unit's audio.
+    """
+
+    decision: Decision
+    text: str = ""
+    audio: np.ndarray = field(default_factory=_empty_audio)
+    end_of_turn: bool = False
+
+
+class FrontendError(RuntimeError):
+    """A frontend failed in a way the caller should report (bad model path, dead server...)."""
+
+
+class Frontend(abc.ABC):
+    """A full-duplex model driven one unit at a time.
+
+    Implementations are called from the foreground thread only, strictly in the order
+    ``prepare`` once, then ``prefill(unit)`` / ``generate()`` once per unit.
+    """
+
+    #: Sample rate of :attr:`UnitOutput.audio`.
+    output_sample_rate: int = DEFAULT_OUTPUT_RATE
+
+    def prepare(self, system_prompt: str = "", ref_audio: np.ndarray | None = None) -> None:
+        """Start a session (``duplex.prepare``). The default keeps no state."""
+
+    @abc.abstractmethod
+    def prefill(self, unit: InputUnit) -> None:
+        """Feed one input unit (``streaming_prefill``)."""
+
+    @abc.abstractmethod
+    def generate(self) -> UnitOutput:
+        """Decide and generate for the unit just prefilled (``streaming_generate``)."""
+
+    def close(self) -> None:
+        """Release resources. The default has none."""

@@ -1,0 +1,32 @@
+"""Frontend implementations, chosen by a spec string such as ``scripted:FILE``.
+
+Each implementation is imported only when chosen, so heavy libraries load only where needed.
+"""
+
+from __future__ import annotations
+
+from venus_ros.core.clock import Clock
+from venus_ros.core.frontend import Frontend, FrontendError
+
+#: Frontend names accepted by :func:`make_frontend`.
+NAMES = ("scripted",)
+
+
+def make_frontend(spec: str, clock: Clock | None = None) -> Frontend:
+    """Build a frontend from ``NAME[:ARGUMENT]``.
+
+    Args:
+        spec: e.g. ``scripted:config/samples/hello/script.yaml``.
+        clock: the session clock, for frontends that simulate compute time.
+
+    Raises:
+        FrontendError: for an unknown name or a missing argument.
+    """
+    name, _, argument = spec.partition(":")
+    if name == "scripted":
+        if not argument:
+            raise FrontendError("frontend 'scripted' needs a script file: scripted:FILE")
+        from venus_ros.frontends.scripted import ScriptedFrontend, load_script
+
+        return ScriptedFrontend(load_script(argument), clock=clock)
+    raise FrontendError(f"unknown frontend {name!r}; choose one of {', '.join(NAMES)}")
