@@ -18,8 +18,9 @@ export HF_HUB_OFFLINE=1
 log() { printf '[dev.sh] %s\n' "$*"; }
 
 apt_packages() {
-  # Compilers and CMake for the interface build, venv support, speech tools for test audio.
-  local wanted=(cmake g++ make python3-venv python3-dev espeak-ng sox)
+  # Compilers and CMake for the interface build, venv support, PortAudio headers for PyAudio,
+  # speech tools for test audio.
+  local wanted=(cmake g++ make python3-venv python3-dev portaudio19-dev espeak-ng sox)
   local missing=()
   for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \

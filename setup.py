@@ -31,8 +31,19 @@ setup(
         "pydantic>=2.5",
         "soundfile>=0.12",
         "opencv-python-headless>=4.8",
+        "pyaudio>=0.2.13",
+        "psutil>=5.9",
     ],
     extras_require={"test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.6"]},
     zip_safe=True,
-    entry_points={"console_scripts": ["venus-ros = venus_ros.cli:main"]},
+    entry_points={
+        "console_scripts": [
+            "venus-ros = venus_ros.cli:main",
+            *(
+                f"{name}_node = venus_ros.nodes.{name}:main"
+                for name in ("mic", "camera", "frontend", "harness", "speaker", "monitor")
+            ),
+            "recorder_node = venus_ros.nodes.recorder:main",
+        ]
+    },
 )

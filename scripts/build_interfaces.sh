@@ -67,9 +67,20 @@ if [[ -f "$BUILD/CMakeCache.txt" ]] \
   rm -rf "$BUILD"
 fi
 rm -f "$STAMP"
+mkdir -p "$BUILD"
+LOG="$BUILD/build.log"
+: >"$LOG"
+# Quiet on success; on failure show the end of the log.
+quiet() {
+  if ! "$@" >>"$LOG" 2>&1; then
+    tail -n 40 "$LOG" >&2
+    echo "build_interfaces.sh: error: '$*' failed; full log: $LOG" >&2
+    exit 1
+  fi
+}
 
 T="$(now)"
-cmake -S "$SRC" -B "$BUILD" \
+quiet cmake -S "$SRC" -B "$BUILD" \
   -DCMAKE_INSTALL_PREFIX="$VIRTUAL_ENV" \
   -DCMAKE_PREFIX_PATH="$VIRTUAL_ENV" \
   -DPython3_EXECUTABLE="$PYTHON" \
@@ -77,11 +88,11 @@ cmake -S "$SRC" -B "$BUILD" \
 echo "venus_interfaces: configure $(elapsed "$T") s"
 
 T="$(now)"
-cmake --build "$BUILD" -j"$JOBS"
+quiet cmake --build "$BUILD" -j"$JOBS"
 echo "venus_interfaces: build $(elapsed "$T") s"
 
 T="$(now)"
-cmake --install "$BUILD"
+quiet cmake --install "$BUILD"
 echo "venus_interfaces: install $(elapsed "$T") s"
 
 if ! importable; then

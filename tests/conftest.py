@@ -1,0 +1,12 @@
+"""Shared test set-up: loopback-only DDS discovery and a private ROS domain for every run."""
+
+from __future__ import annotations
+
+import os
+import random
+
+# Before anything imports rclpy: discovery never leaves this machine, and a run that was not
+# given a domain (e.g. plain `pytest`) picks its own.
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(1, 101)))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -1,0 +1,45 @@
+"""Starting and stopping a node process: one clear line on a fatal error, exit 0 on Ctrl-C."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+
+from venus_ros.core.errors import DeviceError
+from venus_ros.nodes.params import ConfigError
+
+
+def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None) -> int:
+    """Create the node with ``factory`` and spin it until shutdown.
+
+    Returns:
+        0 after Ctrl-C/SIGTERM, 2 for a configuration error, 1 for a missing device.
+    """
+    rclpy.init(args=list(argv) if argv is not None else sys.argv)
+    node: Node | None = None
+    try:
+        node = factory()
+        executor = MultiThreadedExecutor(num_threads=2)
+        executor.add_node(node)
+        executor.spin()
+        return 0
+    except (KeyboardInterrupt, ExternalShutdownException):
+        return 0
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    except DeviceError as exc:
+        print(f"device error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if node is not None:
+            close = getattr(node, "close", None)
+            if close is not None:
+                close()
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.try_shutdown()
