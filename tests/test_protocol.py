@@ -7,8 +7,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from venus_ros.core.protocol import (
     CHUNK_EOS,

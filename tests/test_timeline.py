@@ -13,8 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from venus_ros.core.clock import FakeClock
 from venus_ros.core.timeline import (
@@ -614,3 +613,22 @@ def test_smallest_valid_bounds_are_accepted(clock: FakeClock) -> None:
     assert timeline.window_s == 1e-9
     assert timeline.max_bytes == MIN_BYTES
     assert timeline.append(Kind.DECISION, {}).seq == 1
+
+
+def test_records_after_streams_only_newer_records_in_order() -> None:
+    clock = FakeClock()
+    timeline = Timeline(clock)
+    for i in range(5):
+        timeline.append(Kind.DECISION, {"unit": i})
+    assert [r.seq for r in timeline.records_after(2)] == [3, 4, 5]
+    assert [r.seq for r in timeline.records_after(0, limit=2)] == [1, 2]
+    assert timeline.records_after(5) == []
+
+
+def test_records_after_an_evicted_seq_starts_at_the_oldest_retained() -> None:
+    clock = FakeClock()
+    timeline = Timeline(clock, window_s=10.0)
+    timeline.append(Kind.DECISION, {"unit": 0})
+    clock.advance(20.0)
+    timeline.append(Kind.DECISION, {"unit": 1})
+    assert [r.seq for r in timeline.records_after(0)] == [2]

@@ -7,8 +7,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import pytest
 import soxr
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from venus_ros.core.units import (
     InputError,

@@ -212,6 +212,18 @@ class Timeline:
             records = tuple(islice(self._records, max(count, 0)))
         return TimelineView(records, cutoff)
 
+    def records_after(self, seq: int, limit: int | None = None) -> list[Record]:
+        """Retained records with ``seq`` greater than the given one, oldest first.
+
+        For streaming the log out (e.g. to a topic) without rescanning it.
+        """
+        with self._lock:
+            if not self._records:
+                return []
+            start = max(seq - self._records[0].seq + 1, 0)
+            stop = None if limit is None else start + limit
+            return list(islice(self._records, start, stop))
+
     def export_jsonl(self, target: str | Path | IO[str]) -> int:
         """Write the retained records as JSON Lines; returns the number written."""
         records = self.snapshot()

@@ -1,0 +1,227 @@
+"""The microphone node: a sound card or a sound file, published as AudioChunk on ``audio/in``.
+
+Chunks are mono pcm_s16le at ``sample_rate`` with contiguous ``first_sample`` (counted from the
+start of the stream); ``header.stamp`` is the capture time of the chunk's first sample.
+
+- ``source: device``: PyAudio captures from ``device`` and publishes from PortAudio's callback
+  thread, one chunk per ``chunk_ms`` as the card delivers them.
+- ``source: file:PATH``: the file (any mono format libsndfile reads, resampled to
+  ``sample_rate`` if needed) is played in real time by a timer at the chunk period. Each tick
+  publishes every chunk that is due by the monotonic clock, so timer jitter never changes the
+  average rate. Playing starts shortly (``MATCH_GRACE_S``) after the first subscriber appears
+  on ``audio/in``, so the start of a replay is not lost to discovery. After the end it
+  publishes silence (``after_end: silence``, like a real microphone) or nothing more
+  (``after_end: stop``; the node stays up).
+
+A missing sound card ends the process with one ``device error: ...`` line and exit code 1.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.duration import Duration
+from rclpy.node import Node
+from rclpy.timer import Timer
+from std_msgs.msg import Header
+
+from venus_interfaces.msg import AudioChunk
+from venus_ros.audio.io import AFTER_END, AudioBlock, PyAudioCapture, WavSource
+from venus_ros.nodes.params import declare_config, reject_unknown_overrides
+from venus_ros.nodes.qos import SENSOR_AUDIO, TOPICS
+from venus_ros.nodes.runtime import run_node
+
+#: Delay between the first subscriber appearing and the file starting: the publisher sees the
+#: match a moment before the subscriber does, and best-effort data sent in between is lost.
+MATCH_GRACE_S = 0.1
+#: Most audio one timer tick publishes when it has fallen behind (the rest follows next tick).
+MAX_CATCH_UP_S = 1.0
+
+
+@dataclass(frozen=True)
+class MicConfig:
+    """Parameters of the mic node."""
+
+    source: str = field(
+        default="device",
+        metadata={"help": '"device" (a sound card via PyAudio) or "file:PATH" (a mono sound file)'},
+    )
+    device: str = field(
+        default="",
+        metadata={"help": 'input device: "" = the default, a device index, or part of its name'},
+    )
+    sample_rate: int = field(
+        default=16000, metadata={"help": "published sample rate, Hz (files are resampled)"}
+    )
+    chunk_ms: int = field(default=20, metadata={"help": "chunk duration, ms (20..100)"})
+    after_end: str = field(
+        default="silence",
+        metadata={"help": 'file source after its end: "silence" (keep publishing) or "stop"'},
+    )
+    frame_id: str = field(default="mic", metadata={"help": "header.frame_id of the chunks"})
+
+    def __post_init__(self) -> None:
+        if self.source != "device" and self.file_path is None:
+            raise ValueError(f"source must be 'device' or 'file:PATH', got {self.source!r}")
+        if not 20 <= self.chunk_ms <= 100:
+            raise ValueError(f"chunk_ms must be in 20..100, got {self.chunk_ms}")
+        if not 8000 <= self.sample_rate <= 192000:
+            raise ValueError(f"sample_rate must be in 8000..192000 Hz, got {self.sample_rate}")
+        if self.after_end not in AFTER_END:
+            raise ValueError(
+                f"after_end must be one of {', '.join(AFTER_END)}, got {self.after_end!r}"
+            )
+
+    @property
+    def file_path(self) -> str | None:
+        """The path of a ``file:PATH`` source, else None."""
+        if self.source.startswith("file:") and self.source[5:].strip():
+            return self.source[5:].strip()
+        return None
+
+
+def chunk_to_msg(block: AudioBlock, sample_rate: int, stamp: Time, frame_id: str) -> AudioChunk:
+    """A pcm_s16le mono AudioChunk for an int16 block."""
+    msg = AudioChunk()
+    msg.header = Header(stamp=stamp, frame_id=frame_id)
+    msg.sample_rate = int(sample_rate)
+    msg.channels = 1
+    msg.encoding = AudioChunk.ENCODING_PCM_S16LE
+    msg.first_sample = int(block.first_sample)
+    msg.unit_index = 0
+    msg.data = np.ascontiguousarray(block.samples, dtype="<i2").tobytes()
+    return msg
+
+
+class MicNode(Node):
+    """Publishes microphone (or file) audio on ``audio/in``.
+
+    Attributes:
+        chunks_published: chunks sent so far.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("mic_node", **kwargs)
+        self.config = declare_config(self, MicConfig)
+        reject_unknown_overrides(self)
+        config = self.config
+        self.chunks_published = 0
+        self._lock = threading.Lock()  # the timer tick against close()
+        self._publisher = self.create_publisher(AudioChunk, TOPICS["audio_in"], SENSOR_AUDIO)
+        self._source: WavSource | None = None
+        self._capture: PyAudioCapture | None = None
+        self._timer: Timer | None = None
+        path = config.file_path
+        if path is not None:
+            self._source = WavSource(
+                path, config.chunk_ms, config.after_end, "int16", config.sample_rate
+            )
+            self._chunk_s = self._source.chunk_samples / config.sample_rate
+            self._max_catch_up = max(1, round(MAX_CATCH_UP_S / self._chunk_s))
+            self._matched_at: float | None = None
+            self._origin: float | None = None
+            self._origin_stamp = self.get_clock().now()
+            self._due_sent = 0
+            self._announced_end = False
+            self._timer = self.create_timer(
+                self._chunk_s, self._on_tick, callback_group=MutuallyExclusiveCallbackGroup()
+            )
+            self.get_logger().info(
+                f"file source {path} ({self._source.file_rate} Hz, published at "
+                f"{config.sample_rate} Hz in {config.chunk_ms} ms chunks); starts when "
+                f"{TOPICS['audio_in']} has a subscriber"
+            )
+        else:
+            self._capture = PyAudioCapture(
+                config.device, config.sample_rate, config.chunk_ms, self._on_device_chunk
+            )
+            self._capture.start()
+            self.get_logger().info(
+                f"capturing from {config.device or 'the default input device'} at "
+                f"{config.sample_rate} Hz in {config.chunk_ms} ms chunks"
+            )
+
+    def _on_tick(self) -> None:
+        """Publish every file chunk due by now (real-time pacing on the monotonic clock)."""
+        with self._lock:
+            self._publish_due()
+
+    def _publish_due(self) -> None:
+        source = self._source
+        if source is None:
+            return
+        now = time.monotonic()
+        if self._origin is None:
+            if self._matched_at is None:
+                if self._publisher.get_subscription_count() > 0:
+                    self._matched_at = now
+                return
+            if now - self._matched_at < MATCH_GRACE_S:
+                return
+            self._origin = now
+            self._origin_stamp = self.get_clock().now()
+        due = int((now - self._origin) / self._chunk_s) + 1
+        for _ in range(min(due - self._due_sent, self._max_catch_up)):
+            block = source.read()
+            if block is None:
+                self._finish_file()
+                return
+            offset = Duration(nanoseconds=round(block.first_sample * 1e9 / source.sample_rate))
+            stamp = (self._origin_stamp + offset).to_msg()
+            self._publisher.publish(
+                chunk_to_msg(block, source.sample_rate, stamp, self.config.frame_id)
+            )
+            self._due_sent += 1
+            self.chunks_published += 1
+        if source.ended and self.config.after_end == "silence" and not self._announced_end:
+            self._announced_end = True
+            self.get_logger().info(
+                f"end of {source.path} after {source.file_samples} samples; publishing silence"
+            )
+
+    def _finish_file(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._source is not None:
+            self._source.close()
+            self._source = None
+        self.get_logger().info(f"end of the file source after {self.chunks_published} chunks")
+
+    def _on_device_chunk(self, block: AudioBlock) -> None:
+        """PortAudio's thread: stamp and publish one captured chunk."""
+        duration = Duration(
+            nanoseconds=round(block.samples.shape[0] * 1e9 / self.config.sample_rate)
+        )
+        stamp = (self.get_clock().now() - duration).to_msg()
+        self._publisher.publish(
+            chunk_to_msg(block, self.config.sample_rate, stamp, self.config.frame_id)
+        )
+        self.chunks_published += 1
+
+    def close(self) -> None:
+        """Stop capturing and close the file (idempotent)."""
+        if self._capture is not None:
+            self._capture.close()
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._source is not None:
+                self._source.close()
+                self._source = None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the mic node (console script ``mic_node``)."""
+    return run_node(MicNode, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
