@@ -22,6 +22,7 @@ setup(
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.rviz")),
+        (f"share/{PACKAGE}/samples/hello", glob(f"{PACKAGE}/samples/hello/*")),
     ],
     install_requires=[
         "setuptools",
@@ -33,6 +34,7 @@ setup(
         "opencv-python-headless>=4.8",
         "pyaudio>=0.2.13",
         "psutil>=5.9",
+        "rosbags>=0.10",
     ],
     extras_require={"test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.6"]},
     zip_safe=True,

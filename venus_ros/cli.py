@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator, Sequence
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -14,12 +13,7 @@ from venus_ros.core.clock import FakeClock
 from venus_ros.core.frontend import FrontendError
 from venus_ros.core.session import SessionConfig, run_offline, summarize
 from venus_ros.core.units import InputError, VideoFrame
-
-SAMPLE = resources.files("venus_ros") / "samples" / "hello"
-
-
-def _sample_path(name: str) -> Path:
-    return Path(str(SAMPLE / name))
+from venus_ros.paths import sample_path
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,11 +26,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     replay = commands.add_parser(
         "replay", help="run the foreground loop offline over a recording (fake clock)"
     )
-    replay.add_argument("input", type=Path, help="the user's audio (WAV/FLAC, any common rate)")
+    replay.add_argument(
+        "input", type=Path, nargs="?", help="the user's audio (WAV/FLAC, any common rate)"
+    )
+    replay.add_argument("--bag", type=Path, help="instead: republish this rosbag2 into ROS")
+    replay.add_argument("--rate", type=float, default=1.0, help="--bag: speed; 0 = at once")
+    replay.add_argument("--loop", action="store_true", help="--bag: start over at the end")
+    replay.add_argument("--topics", nargs="+", help="--bag: only these topics")
     replay.add_argument("--video", type=Path, help="a video file whose frames go with the audio")
     replay.add_argument(
         "--frontend",
-        default=f"scripted:{_sample_path('script.yaml')}",
+        default=f"scripted:{sample_path('script.yaml')}",
         help="frontend spec, e.g. scripted:FILE (default: the bundled sample script)",
     )
     replay.add_argument("--out", type=Path, default=Path("out/replay"), help="output folder")
@@ -44,17 +44,68 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="replay the bundled sample session")
     demo.add_argument("--out", type=Path, default=Path("out/demo"), help="output folder")
 
+    record = commands.add_parser("record", help="record the live graph to a rosbag2 (mcap)")
+    record.add_argument("--bag", required=True, help="bag folder to create (must not exist)")
+    record.add_argument("--topics", nargs="+", default=[], help="only these (default: all)")
+    record.add_argument("--namespace", default="", help="namespace of the graph to record")
+
+    run = commands.add_parser(
+        "run", help="start the ROS 2 node set, each node in its own process (Ctrl-C stops)"
+    )
+    run.add_argument("--demo", action="store_true", help="file sources: the bundled sample")
+    run.add_argument("--namespace", default="", help="ROS namespace for every node")
+    run.add_argument("--frontend", default="", help="frontend spec (default: from the config)")
+    run.add_argument("--audio", default="", help="mic source: device or file:PATH")
+    run.add_argument("--video", default="", help="camera source: device or file:PATH")
+    run.add_argument("--sink", default="", help="speaker sink: device or file:PATH")
+    run.add_argument("--record", default="", help="record every topic to this rosbag2 (mcap)")
+    run.add_argument("--duration", type=float, default=0.0, help="stop after this many s")
+    run.add_argument("--params-file", default="", help="parameter YAML (default: venus.yaml)")
+
     bench = commands.add_parser("bench", help="print performance figures")
     bench.add_argument("suite", choices=["core"], help="what to measure")
     bench.add_argument("--minutes", type=float, default=60.0, help="simulated session length")
 
     args = parser.parse_args(argv)
     try:
+        if args.command == "replay" and args.bag is not None:
+            from venus_ros.nodes.bag_replay import main as bag_replay_main
+
+            extra = ["--rate", str(args.rate)] + (["--loop"] if args.loop else [])
+            extra += ["--topics", *args.topics] if args.topics else []
+            return bag_replay_main(["--bag", str(args.bag), *extra])
         if args.command == "replay":
+            if args.input is None:
+                parser.error("replay: give an audio file, or --bag BAG")
             return _replay(args.input, args.video, args.frontend, args.out)
+        if args.command == "record":
+            from venus_ros.nodes.recorder import main as recorder_main
+
+            ros = ["--ros-args", "-p", f"path:={args.bag}"]
+            if args.topics:
+                ros += ["-p", f"topics:=[{', '.join(args.topics)}]"]
+            if args.namespace:
+                ros += ["-r", f"__ns:=/{args.namespace.strip('/')}"]
+            return recorder_main(["venus-ros", *ros])
         if args.command == "demo":
-            spec = f"scripted:{_sample_path('script.yaml')}"
-            return _replay(_sample_path("input.wav"), None, spec, args.out)
+            spec = f"scripted:{sample_path('script.yaml')}"
+            return _replay(sample_path("input.wav"), None, spec, args.out)
+        if args.command == "run":
+            from venus_ros.launcher import RunOptions, run as run_nodes
+
+            return run_nodes(
+                RunOptions(
+                    demo=args.demo,
+                    namespace=args.namespace,
+                    frontend=args.frontend,
+                    audio=args.audio,
+                    video=args.video,
+                    sink=args.sink,
+                    record=args.record,
+                    duration_s=args.duration,
+                    params_file=args.params_file,
+                )
+            )
         from venus_ros.bench import bench_core
 
         return bench_core(minutes=args.minutes)

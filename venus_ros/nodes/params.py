@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import InvalidParameterTypeException, ParameterException
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 
 T = TypeVar("T")
 
@@ -45,16 +46,18 @@ def declare_config(node: Node, cls: type[T], prefix: str = "") -> T:
             values[spec.name] = declare_config(node, type(default), prefix=f"{name}.")
             continue
         descriptor = ParameterDescriptor(description=spec.metadata.get("help", ""), read_only=True)
-        declared = list(default) if isinstance(default, tuple) else default
+        declared = _declared_value(spec, default)
         try:
             value = node.declare_parameter(name, declared, descriptor).value
         except (InvalidParameterTypeException, ParameterException, TypeError) as exc:
             raise ConfigError(f"parameter {name!r}: {exc}") from exc
-        values[spec.name] = tuple(value) if isinstance(default, tuple) else value
+        if isinstance(default, tuple):
+            value = default if value is None else tuple(value)
+        values[spec.name] = value
     try:
         config = cls(**values)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{node.get_name()}: {exc}") from exc
+        raise ConfigError(f"{node.get_name()}: {prefix}{exc}") from exc
     return config
 
 
@@ -67,6 +70,28 @@ def reject_unknown_overrides(node: Node) -> None:
             f"{node.get_name()}: unknown parameter(s) {', '.join(unknown)} "
             f"(check the spelling in the parameter file)"
         )
+
+
+_ARRAY_TYPES = {
+    "str": Parameter.Type.STRING_ARRAY,
+    "int": Parameter.Type.INTEGER_ARRAY,
+    "float": Parameter.Type.DOUBLE_ARRAY,
+    "bool": Parameter.Type.BOOL_ARRAY,
+}
+
+
+def _declared_value(spec: dataclasses.Field, default: Any) -> Any:
+    """What to pass to declare_parameter: lists for tuples, a typed array for an empty one."""
+    if not isinstance(default, tuple):
+        return default
+    if default:
+        return list(default)
+    # An empty list would be declared as a byte array; take the type from the annotation.
+    annotation = str(spec.type)
+    element = annotation.removeprefix("tuple[").split(",")[0].strip()
+    if element not in _ARRAY_TYPES:
+        raise ConfigError(f"config field {spec.name!r}: cannot declare {annotation} parameters")
+    return _ARRAY_TYPES[element]
 
 
 def _default(spec: dataclasses.Field) -> Any:

@@ -7,7 +7,6 @@ from rclpy.qos import (
     HistoryPolicy,
     QoSProfile,
     ReliabilityPolicy,
-    qos_profile_sensor_data,
 )
 
 #: Microphone audio: best effort, a little history so a burst is not lost.
@@ -17,11 +16,13 @@ SENSOR_AUDIO = QoSProfile(
     reliability=ReliabilityPolicy.BEST_EFFORT,
     durability=DurabilityPolicy.VOLATILE,
 )
-#: Camera frames: only the newest matters (drop-oldest, no queueing latency).
+#: Camera frames: only the newest matters (keep last 1: drop-oldest, no queueing latency).
+#: Reliable, because best-effort 640x480 rgb8 frames between processes were measured to
+#: arrive 0-2 times in 150 (fragment loss); reliable with depth 1 delivered 50 of 50.
 SENSOR_IMAGE = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
     depth=1,
-    reliability=qos_profile_sensor_data.reliability,
+    reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.VOLATILE,
 )
 
@@ -57,4 +58,19 @@ TOPICS = {
     "delegate": "delegate",
     "markers": "markers",
     "diagnostics": "/diagnostics",
+}
+
+#: The QoS each topic is published with (see docs/ros.md), keyed by topic name.
+TOPIC_QOS = {
+    TOPICS["audio_in"]: SENSOR_AUDIO,
+    TOPICS["image"]: SENSOR_IMAGE,
+    TOPICS["audio_out"]: reliable(50),
+    TOPICS["decision"]: reliable(50),
+    TOPICS["played"]: reliable(100),
+    TOPICS["transcript"]: reliable(50),
+    TOPICS["timeline"]: reliable(1000),
+    TOPICS["backend_reply"]: reliable(20),
+    TOPICS["task_status"]: reliable(100),
+    TOPICS["markers"]: LATCHED,
+    TOPICS["diagnostics"]: reliable(10),
 }
