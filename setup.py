@@ -35,6 +35,7 @@ setup(
         "pyaudio>=0.2.13",
         "psutil>=5.9",
         "rosbags>=0.10",
+        "jsonschema>=4",
     ],
     extras_require={"test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.6"]},
     zip_safe=True,

@@ -217,8 +217,9 @@ class DuplexLoop:
             self._heard_samples[ack.unit_index] = played
             heard = _heard_prefix(chunk.text, played / chunk.samples)
             previous = _heard_prefix(chunk.text, before / chunk.samples)
-            if len(heard) > len(previous):
-                self._heard.setdefault(chunk.turn_id, []).append(heard[len(previous) :])
+            newly_heard = heard[len(previous) :]
+            if newly_heard:
+                self._heard.setdefault(chunk.turn_id, []).append(newly_heard)
             if ack.complete:
                 del self._chunks[ack.unit_index]
                 del self._heard_samples[ack.unit_index]
@@ -231,6 +232,7 @@ class DuplexLoop:
                     "samples_total": chunk.samples,
                     "flushed": ack.flushed,
                     "heard_chars": len(heard),
+                    "heard": newly_heard,
                 },
             )
             return True

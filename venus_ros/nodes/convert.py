@@ -11,11 +11,9 @@ from std_msgs.msg import Header
 
 from venus_interfaces.msg import (
     AudioChunk,
+    PlaybackAck as PlaybackAckMsg,
     TimelineEvent,
     UnitDecision,
-)
-from venus_interfaces.msg import (
-    PlaybackAck as PlaybackAckMsg,
 )
 from venus_ros.core.duplex import UnitResult
 from venus_ros.core.playback import PlaybackAck

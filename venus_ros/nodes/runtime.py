@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
 from venus_ros.core.errors import DeviceError
@@ -23,7 +23,10 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None) -> 
     node: Node | None = None
     try:
         node = factory()
-        executor = MultiThreadedExecutor(num_threads=2)
+        # Single-threaded on purpose: no callback of ours blocks (slow work has its own
+        # threads), and rclpy 9.1's MultiThreadedExecutor busy-loops and stalls callbacks for
+        # up to seconds (ros2/rclpy#1223; measured here: 60-800 ms action round trips vs 4 ms).
+        executor = SingleThreadedExecutor()
         executor.add_node(node)
         executor.spin()
         return 0

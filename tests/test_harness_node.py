@@ -1,0 +1,313 @@
+"""harness_node as a real process, driven by a Delegate action client in this process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import rclpy
+from action_msgs.msg import GoalStatus
+from rclpy.action import ActionClient
+from rclpy.action.client import ClientGoalHandle
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.task import Future
+
+from venus_interfaces.action import Delegate
+from venus_interfaces.msg import TaskStatus, TimelineEvent
+from venus_ros.nodes.qos import TOPICS, reliable
+
+ROOT = Path(__file__).resolve().parents[1]
+WAIT_S = 10.0
+
+
+def _env() -> dict[str, str]:
+    env = os.environ.copy()  # carries ROS_AUTOMATIC_DISCOVERY_RANGE and ROS_DOMAIN_ID
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def start_harness(log: Path, *ros_args: str) -> subprocess.Popen[bytes]:
+    args = [sys.executable, "-m", "venus_ros.nodes.harness"]
+    if ros_args:
+        args += ["--ros-args", *ros_args]
+    with open(log, "wb") as out:
+        return subprocess.Popen(args, cwd=ROOT, env=_env(), stdout=out, stderr=subprocess.STDOUT)
+
+
+@dataclass
+class Run:
+    """One goal as the client saw it."""
+
+    handle: ClientGoalHandle
+    feedback: list[Delegate.Feedback] = field(default_factory=list)
+    result: Delegate.Result | None = None
+    status: int = GoalStatus.STATUS_UNKNOWN
+    seconds: float = 0.0
+
+    @property
+    def task_id(self) -> str:
+        return bytes(self.handle.goal_id.uuid).hex()
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        assert self.result is not None
+        return json.loads(self.result.payload_json)
+
+
+class Client:
+    """A test node with its own Context and executor (spinning on a thread of its own)."""
+
+    def __init__(self) -> None:
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("harness_test_client", context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.action = ActionClient(self.node, Delegate, TOPICS["delegate"])
+        self.statuses: list[TaskStatus] = []
+        self.events: list[TimelineEvent] = []
+        self._cond = threading.Condition()
+        self.status_sub = self.node.create_subscription(
+            TaskStatus, TOPICS["task_status"], self._keep(self.statuses), reliable(100)
+        )
+        self.timeline_sub = self.node.create_subscription(
+            TimelineEvent, TOPICS["timeline"], self._keep(self.events), reliable(1000)
+        )
+        self.timeline_pub = self.node.create_publisher(
+            TimelineEvent, TOPICS["timeline"], reliable(1000)
+        )
+        self._thread = threading.Thread(target=self.executor.spin, name="test-spin", daemon=True)
+        self._thread.start()
+
+    def _keep(self, into: list[Any]) -> Callable[[Any], None]:
+        def keep(msg: Any) -> None:
+            with self._cond:
+                into.append(msg)
+                self._cond.notify_all()
+
+        return keep
+
+    def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
+        with self._cond:
+            assert self._cond.wait_for(condition, timeout), f"timed out waiting for {what}"
+
+    def wait(self, future: Future[Any], what: str, timeout: float = WAIT_S) -> Any:
+        done = threading.Event()
+        future.add_done_callback(lambda _: done.set())
+        assert done.wait(timeout), f"timed out waiting for {what}"
+        return future.result()
+
+    def send(
+        self, query: str, cutoff: int = 0, session_id: str = "", turn_id: int = 1
+    ) -> Run | None:
+        """Send a goal; None if it was rejected, else the run (without waiting for its result)."""
+        goal = Delegate.Goal(
+            query=query, session_id=session_id, turn_id=turn_id, evidence_cutoff_seq=cutoff
+        )
+        feedback: list[Delegate.Feedback] = []
+
+        def on_feedback(msg: Any) -> None:
+            with self._cond:
+                feedback.append(msg.feedback)
+                self._cond.notify_all()
+
+        started = time.perf_counter()
+        handle = self.wait(self.action.send_goal_async(goal, on_feedback), f"goal {query!r}")
+        if not handle.accepted:
+            return None
+        run = Run(handle, feedback)
+        run.seconds = -started
+        return run
+
+    def finish(self, run: Run) -> Run:
+        response = self.wait(run.handle.get_result_async(), "a result")
+        run.result, run.status = response.result, response.status
+        run.seconds += time.perf_counter()
+        return run
+
+    def ask(self, query: str, **options: Any) -> Run:
+        run = self.send(query, **options)
+        assert run is not None, f"goal {query!r} was rejected"
+        return self.finish(run)
+
+    def task_states(self, task_id: str) -> list[str]:
+        with self._cond:
+            payloads = [json.loads(e.payload_json) for e in self.events if e.kind == "task_state"]
+        return [p["state"] for p in payloads if p.get("task_id") == task_id]
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self._thread.join(WAIT_S)
+        self.action.destroy()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+    log = tmp_path_factory.mktemp("harness") / "harness.log"
+    process = start_harness(log)
+    client = Client()
+    try:
+        if not client.action.wait_for_server(timeout_sec=WAIT_S):
+            pytest.fail(f"no Delegate server:\n{log.read_text(errors='replace')}")
+        client.wait_until(
+            lambda: (
+                client.status_sub.get_publisher_count() >= 1
+                and client.timeline_sub.get_publisher_count() >= 2
+                and client.timeline_pub.get_subscription_count() >= 2
+            ),
+            "the harness's topics to match",
+        )
+        warm = client.ask("what is 1 plus 1")  # discovery of the feedback topic, too
+        assert warm.result is not None and warm.result.final_state == "COMPLETED"
+        yield client
+    finally:
+        client.close()
+        process.send_signal(signal.SIGINT)
+        try:
+            code = process.wait(WAIT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = process.wait(WAIT_S)
+        output = log.read_text(errors="replace")
+        assert code == 0, f"harness_node exited {code} on SIGINT:\n{output}"
+        assert "Traceback" not in output, output
+
+
+def test_arithmetic_goal_completes_with_feedback_status_and_timeline(harness: Client) -> None:
+    run = harness.ask("what is 12 times 7", turn_id=3)
+    assert run.result is not None
+    assert run.result.final_state == "COMPLETED" and run.status == GoalStatus.STATUS_SUCCEEDED
+    assert "84" in run.result.reply_text
+    assert run.payload["tool"] == "calculator" and run.payload["result"]["value"] == 84
+    harness.wait_until(lambda: any(f.state == "COMPLETED" for f in run.feedback), "feedback")
+    assert [f.state for f in run.feedback] == ["QUEUED", "RUNNING", "COMPLETED"]
+    assert run.feedback[-1].progress == pytest.approx(1.0)
+    harness.wait_until(
+        lambda: harness.task_states(run.task_id) == ["QUEUED", "RUNNING", "COMPLETED"],
+        "task_state timeline events",
+    )
+    harness.wait_until(
+        lambda: any(s.task_id == run.task_id and s.state == "COMPLETED" for s in harness.statuses),
+        "a COMPLETED TaskStatus",
+    )
+    mine = [s for s in harness.statuses if s.task_id == run.task_id]
+    assert [s.state for s in mine] == ["QUEUED", "RUNNING", "COMPLETED"]
+    assert {s.tool for s in mine} == {"calculator"}
+    events = [e for e in harness.events if e.kind == "task_state"]
+    assert [e.seq for e in events] == sorted(e.seq for e in events)
+    payload = json.loads(events[-1].payload_json)
+    assert payload["source"] == "harness" and payload["turn"] == 3
+
+
+def test_time_question_completes_with_text(harness: Client) -> None:
+    run = harness.ask("what time is it?")
+    assert run.result is not None and run.result.final_state == "COMPLETED"
+    assert run.result.reply_text.startswith("It is ")
+    assert run.payload["tool"] == "clock"
+
+
+def test_unanswerable_query_fails_with_a_clear_reply(harness: Client) -> None:
+    run = harness.ask("book me a table for two tonight")
+    assert run.result is not None
+    assert (run.result.final_state, run.status) == ("FAILED", GoalStatus.STATUS_ABORTED)
+    assert run.result.reply_text == "Sorry, I could not do that: no tool can answer this yet."
+    assert run.payload["error"] == "no tool can answer this yet"
+
+
+@pytest.mark.parametrize(
+    "query,session",
+    [("", ""), ("   ", ""), ("x" * 4001, ""), ("what time is it", "another-session")],
+)
+def test_bad_goals_are_rejected_at_goal_time(harness: Client, query: str, session: str) -> None:
+    assert harness.send(query, session_id=session) is None
+
+
+def test_cancel_of_a_finished_goal_is_answered_and_harmless(harness: Client) -> None:
+    run = harness.ask("compute (3+4)*2")
+    assert run.result is not None and run.result.final_state == "COMPLETED"
+    response = harness.wait(run.handle.cancel_goal_async(), "a cancel response")
+    assert response.return_code == response.ERROR_GOAL_TERMINATED
+    assert list(response.goals_canceling) == []
+    again = harness.ask("what is 2 plus 2")
+    assert again.result is not None and "4" in again.result.reply_text
+
+
+def test_cancel_of_an_in_flight_goal_ends_it_cancelled(harness: Client) -> None:
+    # A cutoff that has not arrived keeps the goal waiting for its evidence: in flight.
+    run = harness.send("what evidence do you have", cutoff=10**9)
+    assert run is not None
+    response = harness.wait(run.handle.cancel_goal_async(), "a cancel response")
+    assert response.return_code == response.ERROR_NONE and len(response.goals_canceling) == 1
+    harness.finish(run)
+    assert run.result is not None
+    assert (run.result.final_state, run.status) == ("CANCELLED", GoalStatus.STATUS_CANCELED)
+    assert run.result.reply_text == ""
+    harness.wait_until(
+        lambda: harness.task_states(run.task_id) == ["QUEUED", "CANCELLING", "CANCELLED"],
+        "the cancelled task's timeline events",
+    )
+
+
+def test_tools_see_the_timeline_up_to_the_cutoff(harness: Client) -> None:
+    records = [("user_audio", {"unit": u}) for u in range(3)]
+    records += [
+        ("assistant_text", {"unit": 2, "text": "let me check"}),
+        ("user_audio", {"unit": 3}),
+    ]
+    for seq, (kind, payload) in enumerate(records, start=1):
+        harness.timeline_pub.publish(
+            TimelineEvent(seq=seq, t=seq * 1.0, kind=kind, payload_json=json.dumps(payload))
+        )
+    # The goal may overtake the records on the other channel: the harness waits for its cutoff.
+    run = harness.ask("what evidence do you have", cutoff=4)
+    assert run.result is not None and run.result.final_state == "COMPLETED"
+    assert run.payload["result"] == {
+        "cutoff_seq": 4,
+        "records": 4,
+        "newest_seq": 4,
+        "user_units": 3,
+        "user_texts": 0,
+        "assistant_words": 3,
+    }
+    # A cutoff that never arrives costs evidence_wait_s (0.5 s), then the task goes ahead.
+    late = harness.ask("what evidence do you have", cutoff=1000)
+    assert late.result is not None and late.result.final_state == "COMPLETED"
+    assert late.payload["result"]["records"] == 5 and 0.4 < late.seconds < WAIT_S
+
+
+def test_many_goals_run_at_once_and_all_round_trip(harness: Client) -> None:
+    runs = [harness.send(f"what is {i} plus 1") for i in range(20)]
+    finished = [harness.finish(run) for run in runs if run is not None]
+    assert len(finished) == 20
+    for i, run in enumerate(finished):
+        assert run.result is not None and run.result.final_state == "COMPLETED"
+        assert run.result.reply_text == f"{i} plus 1 is {i + 1}."
+
+
+def test_an_unknown_tool_in_config_stops_the_node_with_exit_2(tmp_path: Path) -> None:
+    log = tmp_path / "bad.log"
+    process = start_harness(log, "-p", "tools:=[calculator, shell]")
+    try:
+        code = process.wait(WAIT_S * 2)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(WAIT_S)
+    output = log.read_text(errors="replace")
+    assert code == 2, output
+    assert "configuration error" in output and "unknown tool(s) 'shell'" in output
+    assert "Traceback" not in output

@@ -1,0 +1,12 @@
+"""The background loop (the Harness): delegated tasks, their lifecycle, tools and polishing.
+
+Pure Python: nothing here imports rclpy (``tests/test_layers.py`` enforces it). The ROS action
+server that feeds it lives in :mod:`venus_ros.nodes.harness`.
+
+- :mod:`.tasks`: :class:`~.tasks.Task` and the lifecycle of its :class:`~.tasks.TaskState`.
+- :mod:`.tools`: :class:`~.tools.Tool`, the built-in tools, :class:`~.tools.ToolRegistry` and
+  the keyword :func:`~.tools.route`.
+- :mod:`.runner`: :class:`~.runner.HarnessRunner`, an asyncio loop in its own thread.
+- :mod:`.evidence`: :class:`~.evidence.EvidenceMirror`, a timeline copy keyed by the original seq.
+- :mod:`.polish`: a tool result made into a short, safe, spoken reply.
+"""

@@ -1,0 +1,480 @@
+"""The Harness runner: delegated tasks executed on an asyncio loop in a thread of its own.
+
+The foreground never waits on it: :meth:`HarnessRunner.submit` takes a lock, queues the task and
+returns. On the runner's loop each task is one named asyncio task (``harness-task-<id>``) that
+waits for a slot (the concurrency limit), runs its tool as another named task
+(``harness-tool-<name>-<id>``) under the tool's timeout, and settles COMPLETED, FAILED or
+CANCELLED. Every asyncio task is owned by the runner, cancelled and awaited on :meth:`close`,
+and whatever it raises is logged and turned into FAILED with a reason.
+
+Cancellation tells the truth: a QUEUED task is cancelled at once; a RUNNING task moves to
+CANCELLING and its tool is cancelled if it is cancellable. A tool that finishes anyway (it is
+not cancellable, or it completed before the cancel landed) settles COMPLETED with a note when
+it has side effects (what it did cannot be undone), and CANCELLED when it has none (its result
+is simply discarded).
+
+Transition callbacks run on the runner thread, in order, after each state change; they must be
+quick. Timestamps come from the injected :class:`~venus_ros.core.clock.Clock`; timeouts are real
+time on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from venus_ros.core.clock import Clock
+from venus_ros.core.timeline import TimelineView
+from venus_ros.harness.tasks import Task, TaskState
+from venus_ros.harness.tools import (
+    ArgumentError,
+    Tool,
+    ToolError,
+    ToolRegistry,
+    ToolResult,
+    UnknownToolError,
+    route,
+)
+
+log = logging.getLogger("venus_ros.harness")
+
+#: ``callback(task, old_state, new_state)``; ``old_state`` is None for the initial QUEUED.
+TransitionCallback = Callable[[Task, "TaskState | None", TaskState], None]
+#: ``router(query) -> (tool_name, args) | None``.
+Router = Callable[[str], "tuple[str, dict[str, Any]] | None"]
+
+#: The FAILED reason when no tool matches a query.
+NO_TOOL_REASON = "no tool can answer this yet"
+#: The FAILED reason prefix when the runner shuts down under a task.
+SHUTDOWN_REASON = "interrupted: the harness shut down"
+#: The note on a side-effecting task that completed although a cancel was requested.
+ALREADY_DONE_NOTE = "That had already been done when the cancel came"
+#: Tool results with more text than this fail instead of being spoken.
+MAX_RESULT_CHARS = 20_000
+#: How long a tool gets to stop after being cancelled (timeout, shutdown).
+CANCEL_GRACE_S = 1.0
+
+
+@dataclass(eq=False)
+class _Control:
+    """What the runner holds for one task besides the task's own data."""
+
+    task: Task
+    future: concurrent.futures.Future[Task]
+    tool: Tool | None = None
+    job: asyncio.Task[None] | None = None
+    tool_job: asyncio.Task[ToolResult] | None = None
+
+
+class HarnessRunner:
+    """Runs delegated tasks in the background.
+
+    Args:
+        registry: the tools that may run.
+        clock: the session clock that stamps every transition.
+        max_concurrent: at most this many tasks are RUNNING at once; others wait QUEUED.
+        router: picks a tool for a query when :meth:`submit` is not told one.
+        listeners: transition callbacks (more with :meth:`add_listener`).
+        max_retained: settled tasks beyond this many (oldest first) are forgotten.
+        name: names the thread (``<name>-loop``) for logs and debuggers.
+
+    Use as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        clock: Clock,
+        *,
+        max_concurrent: int = 4,
+        router: Router = route,
+        listeners: Iterable[TransitionCallback] = (),
+        max_retained: int = 1024,
+        name: str = "harness",
+    ) -> None:
+        if max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
+        if max_retained < 1:
+            raise ValueError(f"max_retained must be >= 1, got {max_retained}")
+        self.registry = registry
+        self.max_concurrent = int(max_concurrent)
+        self._clock = clock
+        self._router = router
+        self._listeners: tuple[TransitionCallback, ...] = tuple(listeners)
+        self._max_retained = int(max_retained)
+        self._controls: OrderedDict[str, _Control] = OrderedDict()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._loop = asyncio.new_event_loop()
+        self._semaphore = asyncio.Semaphore(self.max_concurrent)
+        self._thread = threading.Thread(target=self._serve, name=f"{name}-loop", daemon=True)
+        self._thread.start()
+
+    # --- public API (any thread) -------------------------------------------------------------
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The runner's event loop (schedule on it with ``call_soon_threadsafe`` only)."""
+        return self._loop
+
+    @property
+    def thread(self) -> threading.Thread:
+        """The thread the loop runs on."""
+        return self._thread
+
+    def add_listener(self, callback: TransitionCallback) -> None:
+        """Call ``callback(task, old, new)`` on the runner thread after every transition."""
+        with self._lock:
+            self._listeners = (*self._listeners, callback)
+
+    def submit(
+        self,
+        query: str,
+        session_id: str,
+        turn_id: int,
+        cutoff_seq: int,
+        evidence: TimelineView,
+        *,
+        task_id: str | None = None,
+        tool: str | None = None,
+        args: Mapping[str, Any] | None = None,
+    ) -> Task:
+        """Queue a task and return it at once (QUEUED); it runs on the runner thread.
+
+        Args:
+            query: the user's request.
+            session_id: the session it belongs to.
+            turn_id: the frontend turn that delegated it.
+            cutoff_seq: the evidence cutoff (timeline seq when ``<delegate>`` opened).
+            evidence: the read-only records at or before the cutoff, as the tool will see them.
+            task_id: the id to use (e.g. the ROS goal id); a fresh one when None.
+            tool: run this tool instead of asking the router.
+            args: the tool's arguments (with ``tool``); validated before any call.
+
+        Raises:
+            RuntimeError: if the runner is closed.
+            ValueError: if ``task_id`` is already in use.
+        """
+        task = Task(
+            id=task_id or uuid.uuid4().hex,
+            query=query,
+            session_id=session_id,
+            turn_id=int(turn_id),
+            cutoff_seq=int(cutoff_seq),
+            t=self._clock.now(),
+        )
+        control = _Control(task, concurrent.futures.Future())
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the harness runner is closed")
+            if task.id in self._controls:
+                raise ValueError(f"task id {task.id} is already in use")
+            self._controls[task.id] = control
+            self._forget_old()
+            self._loop.call_soon_threadsafe(self._start, control, evidence, tool, args)
+        return task
+
+    def future(self, task_id: str) -> concurrent.futures.Future[Task]:
+        """A future that resolves with the task once it settles (COMPLETED, FAILED, CANCELLED).
+
+        Raises:
+            KeyError: for an unknown (or forgotten) task id.
+        """
+        with self._lock:
+            return self._controls[task_id].future
+
+    def get(self, task_id: str) -> Task | None:
+        """The task with this id, or None."""
+        with self._lock:
+            control = self._controls.get(task_id)
+        return control.task if control else None
+
+    def tasks(self) -> list[Task]:
+        """Every retained task, oldest first."""
+        with self._lock:
+            return [c.task for c in self._controls.values()]
+
+    def cancel(self, task_id: str, reason: str = "cancel requested") -> bool:
+        """Ask for a task to be cancelled; returns at once.
+
+        Returns:
+            True if the task exists and had not settled when asked (the cancel then takes
+            effect on the runner thread; the outcome is in the task's final state), else False.
+        """
+        with self._lock:
+            control = self._controls.get(task_id)
+            if control is None or self._closed or control.task.state.settled:
+                return False
+            self._loop.call_soon_threadsafe(self._cancel, control, reason)
+        return True
+
+    def advance(
+        self, task_id: str, state: TaskState, reason: str = ""
+    ) -> concurrent.futures.Future[TaskState]:
+        """Move a settled task on (delivery: COMPLETED -> DELIVERING -> DELIVERED ...).
+
+        Returns:
+            A future with the previous state, or the error (KeyError for an unknown task,
+            :class:`~venus_ros.harness.tasks.InvalidTransition` for a move the table forbids,
+            ValueError for a task whose execution has not ended).
+        """
+        result: concurrent.futures.Future[TaskState] = concurrent.futures.Future()
+        with self._lock:
+            control = self._controls.get(task_id)
+            if control is None or self._closed:
+                result.set_exception(KeyError(f"no task {task_id} (or the runner is closed)"))
+                return result
+            self._loop.call_soon_threadsafe(self._advance, control, state, reason, result)
+        return result
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Cancel every task, await them, stop the loop and join the thread. Idempotent.
+
+        Tasks that had not settled end FAILED ("interrupted: the harness shut down").
+        """
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("HarnessRunner.close() called from its own thread")
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._thread.is_alive():
+            done = asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
+            try:
+                done.result(timeout)
+            except (concurrent.futures.TimeoutError, RuntimeError) as exc:
+                log.warning("harness: tasks did not stop within %.1f s (%s)", timeout, exc)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("harness: the runner thread did not stop within %.1f s", timeout)
+        else:
+            self._loop.close()
+
+    def __enter__(self) -> HarnessRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- runner thread -----------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_forever()
+
+    def _forget_old(self) -> None:
+        """Drop the oldest settled tasks beyond ``max_retained`` (caller holds the lock)."""
+        excess = len(self._controls) - self._max_retained
+        if excess <= 0:
+            return
+        for task_id in [i for i, c in self._controls.items() if c.future.done()][:excess]:
+            del self._controls[task_id]
+
+    def _start(
+        self,
+        control: _Control,
+        evidence: TimelineView,
+        tool_name: str | None,
+        args: Mapping[str, Any] | None,
+    ) -> None:
+        task = control.task
+        problem = ""
+        try:
+            if tool_name is None:
+                routed = self._router(task.query)
+                if routed is None:
+                    raise ToolError(NO_TOOL_REASON)
+                tool_name, args = routed
+            task.tool = tool_name
+            control.tool = self.registry.get(tool_name)
+            task.args = control.tool.validate(args if args is not None else {})
+        except (ToolError, ArgumentError, UnknownToolError) as exc:
+            problem = str(exc)
+        except Exception as exc:  # a router bug must not take the runner down
+            log.exception("harness: routing task %s failed", task.id)
+            problem = f"routing failed: {type(exc).__name__}: {exc}"
+        self._notify(task, None, TaskState.QUEUED)
+        if problem:
+            self._fail(control, problem)
+            return
+        job = self._loop.create_task(
+            self._execute(control, evidence), name=f"harness-task-{task.id}"
+        )
+        control.job = job
+        job.add_done_callback(lambda j: self._job_done(control, j))
+
+    async def _execute(self, control: _Control, evidence: TimelineView) -> None:
+        task, tool = control.task, control.tool
+        assert tool is not None
+        async with self._semaphore:
+            if task.state is not TaskState.QUEUED:
+                return
+            self._move(control, TaskState.RUNNING, f"running {tool.name}")
+            tool_job = self._loop.create_task(
+                tool.run(dict(task.args), evidence), name=f"harness-tool-{tool.name}-{task.id}"
+            )
+            control.tool_job = tool_job
+            try:
+                done, _ = await asyncio.wait({tool_job}, timeout=tool.timeout_s)
+            except asyncio.CancelledError:
+                await _stop(tool_job)
+                raise
+            if not done:
+                await _stop(tool_job)
+                self._fail(control, _timeout_reason(tool))
+                return
+            self._settle(control, tool_job)
+
+    def _settle(self, control: _Control, tool_job: asyncio.Task[ToolResult]) -> None:
+        """Settle a task from its finished tool job."""
+        task, tool = control.task, control.tool
+        assert tool is not None
+        cancelling = task.state is TaskState.CANCELLING
+        if tool_job.cancelled():
+            if cancelling:
+                self._move(control, TaskState.CANCELLED, f"{tool.name} was cancelled")
+            else:
+                self._fail(control, f"the {tool.name} tool stopped: it was cancelled")
+            return
+        exc = tool_job.exception()
+        if exc is not None:
+            if isinstance(exc, ToolError):
+                self._fail(control, str(exc) or f"the {tool.name} tool failed")
+            else:
+                log.error(
+                    "harness: tool %s failed on task %s",
+                    tool.name,
+                    task.id,
+                    exc_info=(type(exc), exc, exc.__traceback__),
+                )
+                self._fail(control, f"the {tool.name} tool failed ({type(exc).__name__}: {exc})")
+            return
+        result = tool_job.result()
+        problem = _result_problem(tool, result)
+        if problem:
+            self._fail(control, problem)
+            return
+        task.result_text = result.text
+        task.payload = dict(result.payload)
+        if not cancelling:
+            self._move(control, TaskState.COMPLETED, f"{tool.name} finished")
+        elif tool.side_effects:
+            task.note = ALREADY_DONE_NOTE
+            self._move(control, TaskState.COMPLETED, "it had already been done: cancel too late")
+        else:
+            self._move(control, TaskState.CANCELLED, "result discarded: cancel requested")
+
+    def _job_done(self, control: _Control, job: asyncio.Task[None]) -> None:
+        if not job.cancelled() and job.exception() is not None:
+            exc = job.exception()
+            assert exc is not None
+            log.error(
+                "harness: task %s crashed",
+                control.task.id,
+                exc_info=(type(exc), exc, exc.__traceback__),
+            )
+            if not control.task.state.settled:
+                self._fail(control, f"internal error: {type(exc).__name__}: {exc}")
+        if not control.task.state.settled:
+            reason = SHUTDOWN_REASON
+            if control.tool is not None and control.tool.side_effects:
+                reason += " (it may already have taken effect)"
+            self._fail(control, reason)
+
+    def _cancel(self, control: _Control, reason: str) -> None:
+        task = control.task
+        if task.state is TaskState.QUEUED:
+            self._move(control, TaskState.CANCELLING, reason)
+            self._move(control, TaskState.CANCELLED, "cancelled before it started")
+            if control.job is not None:
+                control.job.cancel()
+        elif task.state is TaskState.RUNNING:
+            self._move(control, TaskState.CANCELLING, reason)
+            tool, tool_job = control.tool, control.tool_job
+            if tool is not None and tool.cancellable and tool_job is not None:
+                tool_job.cancel()
+
+    def _advance(
+        self,
+        control: _Control,
+        state: TaskState,
+        reason: str,
+        result: concurrent.futures.Future[TaskState],
+    ) -> None:
+        try:
+            if not control.task.state.settled:
+                raise ValueError(f"task {control.task.id} is still {control.task.state.value}")
+            result.set_result(self._move(control, state, reason))
+        except Exception as exc:
+            result.set_exception(exc)
+
+    async def _shutdown(self) -> None:
+        with self._lock:
+            controls = list(self._controls.values())
+        jobs = [c.job for c in controls if c.job is not None and not c.job.done()]
+        for job in jobs:
+            job.cancel()
+        if jobs:
+            await asyncio.wait(jobs, timeout=CANCEL_GRACE_S * 2)
+        for control in controls:
+            if not control.task.state.settled:
+                self._fail(control, SHUTDOWN_REASON)
+
+    def _fail(self, control: _Control, reason: str) -> None:
+        control.task.error = reason
+        self._move(control, TaskState.FAILED, reason)
+
+    def _move(self, control: _Control, state: TaskState, reason: str) -> TaskState:
+        task = control.task
+        old = task.transition(state, self._clock.now(), reason)
+        if state.settled:
+            task.progress = 1.0
+        self._notify(task, old, state)
+        if state.settled and not control.future.done():
+            control.future.set_result(task)
+        return old
+
+    def _notify(self, task: Task, old: TaskState | None, new: TaskState) -> None:
+        for callback in self._listeners:
+            try:
+                callback(task, old, new)
+            except Exception:
+                log.exception("harness: a transition listener failed (task %s)", task.id)
+
+
+async def _stop(job: asyncio.Task[Any]) -> None:
+    """Cancel ``job`` and give it :data:`CANCEL_GRACE_S` to finish."""
+    job.cancel()
+    await asyncio.wait({job}, timeout=CANCEL_GRACE_S)
+    if not job.done():
+        log.warning("harness: %s ignored its cancellation", job.get_name())
+
+
+def _timeout_reason(tool: Tool) -> str:
+    reason = f"timeout: {tool.name} took longer than {tool.timeout_s:g} s"
+    if tool.side_effects:
+        reason += " (it may already have taken effect)"
+    return reason
+
+
+def _result_problem(tool: Tool, result: object) -> str:
+    if not isinstance(result, ToolResult):
+        return f"the {tool.name} tool returned {type(result).__name__}, not a ToolResult"
+    if not isinstance(result.text, str):
+        return f"the {tool.name} tool returned non-text output"
+    if len(result.text) > MAX_RESULT_CHARS:
+        return f"the {tool.name} tool returned too much text ({len(result.text)} characters)"
+    try:
+        json.dumps(dict(result.payload), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return f"the {tool.name} tool returned a payload that is not JSON ({exc})"
+    return ""

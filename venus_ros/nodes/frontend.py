@@ -1,0 +1,315 @@
+"""frontend_node: the foreground loop as a ROS 2 node.
+
+Subscriptions feed a thread-safe UnitAssembler; the duplex loop runs on its own thread (never on
+the executor), one step per completed unit; results go out as speech, decisions, transcript and
+timeline events. Delegations become Delegate action goals; their replies come back as backend
+replies that the loop inserts at an eligible boundary. A dead harness costs nothing but the
+delegation: pending goals are reported failed on the timeline and the loop keeps deciding.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+from rclpy.action import ActionClient
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from sensor_msgs.msg import Image
+from std_msgs.msg import String
+from unique_identifier_msgs.msg import UUID
+
+from venus_interfaces.action import Delegate
+from venus_interfaces.msg import (
+    AudioChunk,
+    BackendReply as BackendReplyMsg,
+    PlaybackAck as PlaybackAckMsg,
+    TimelineEvent,
+    UnitDecision,
+)
+from venus_ros.core.clock import MonotonicClock
+from venus_ros.core.duplex import BackendReply, DelegateRequest, DuplexConfig, DuplexLoop
+from venus_ros.core.timeline import Kind, Timeline
+from venus_ros.core.units import InputError, UnitAssembler, UnitConfig
+from venus_ros.frontends import make_frontend
+from venus_ros.nodes import convert
+from venus_ros.nodes.params import declare_config, reject_unknown_overrides
+from venus_ros.nodes.qos import SENSOR_AUDIO, SENSOR_IMAGE, TOPICS, reliable
+from venus_ros.nodes.runtime import run_node
+from venus_ros.paths import sample_path
+
+#: Timeline records published per batch, so one burst cannot stall the loop thread.
+_PUBLISH_BATCH = 500
+
+
+@dataclass(frozen=True)
+class FrontendNodeConfig:
+    """Parameters of frontend_node."""
+
+    frontend: str = field(
+        default="", metadata={"help": "frontend spec, e.g. scripted:FILE ('' = bundled sample)"}
+    )
+    system_prompt: str = field(default="", metadata={"help": "passed to Frontend.prepare"})
+    session_id: str = field(default="default", metadata={"help": "sent with every delegation"})
+    timeline_window_s: float = field(default=600.0, metadata={"help": "timeline retention, s"})
+    delegate_timeout_s: float = field(
+        default=60.0, metadata={"help": "a delegation with no result after this fails, s"}
+    )
+    units: UnitConfig = field(default_factory=UnitConfig)
+    duplex: DuplexConfig = field(default_factory=DuplexConfig)
+
+    def __post_init__(self) -> None:
+        if self.delegate_timeout_s <= 0:
+            raise ValueError("delegate_timeout_s must be > 0")
+
+
+@dataclass
+class _Pending:
+    request: DelegateRequest
+    sent_at: float
+    goal_handle: object | None = None
+
+
+class FrontendNode(Node):
+    """Runs the duplex loop over live topics."""
+
+    def __init__(self) -> None:
+        super().__init__("frontend_node")
+        self.config = declare_config(self, FrontendNodeConfig)
+        reject_unknown_overrides(self)
+        cfg = self.config
+        self.clock = MonotonicClock()
+        self.timeline = Timeline(self.clock, window_s=cfg.timeline_window_s)
+        spec = cfg.frontend or f"scripted:{sample_path('script.yaml')}"
+        self.frontend = make_frontend(spec, clock=self.clock)
+        self.loop = DuplexLoop(self.frontend, self.timeline, self.clock, cfg.duplex)
+        self.assembler = UnitAssembler(cfg.units)
+        self.dropped_messages = 0
+        self.lost_samples = 0
+        self._expected_sample: int | None = None
+        self._frame_seq = 0
+        self._published_seq = 0
+        self._publish_lock = threading.Lock()
+        self._pending: dict[str, _Pending] = {}
+        self._pending_lock = threading.Lock()
+        self._wake = threading.Condition()
+        self._stop = False
+
+        group = ReentrantCallbackGroup()
+        self.pub_audio = self.create_publisher(AudioChunk, TOPICS["audio_out"], reliable(50))
+        self.pub_decision = self.create_publisher(UnitDecision, TOPICS["decision"], reliable(50))
+        self.pub_transcript = self.create_publisher(String, TOPICS["transcript"], reliable(50))
+        self.pub_timeline = self.create_publisher(TimelineEvent, TOPICS["timeline"], reliable(1000))
+        self.create_subscription(
+            AudioChunk, TOPICS["audio_in"], self._on_audio, SENSOR_AUDIO, callback_group=group
+        )
+        self.create_subscription(
+            Image, TOPICS["image"], self._on_image, SENSOR_IMAGE, callback_group=group
+        )
+        self.create_subscription(
+            PlaybackAckMsg, TOPICS["played"], self._on_ack, reliable(100), callback_group=group
+        )
+        self.create_subscription(
+            BackendReplyMsg,
+            TOPICS["backend_reply"],
+            self._on_backend,
+            reliable(20),
+            callback_group=group,
+        )
+        self.delegate = ActionClient(self, Delegate, TOPICS["delegate"], callback_group=group)
+        self.create_timer(0.2, self._housekeeping, callback_group=group)
+
+        self.loop.prepare(system_prompt=cfg.system_prompt)
+        self._thread = threading.Thread(target=self._run, name="venus-foreground", daemon=True)
+        self._thread.start()
+        self.get_logger().info(f"frontend {spec} ready; units of {cfg.units.unit_ms} ms")
+
+    # ------------------------------------------------------------------ inputs (executor)
+    def _on_audio(self, msg: AudioChunk) -> None:
+        try:
+            samples, rate = convert.audio_from_msg(msg)
+            self._fill_gap(int(msg.first_sample), len(samples), rate)
+            self.assembler.push_audio(samples, rate)
+        except InputError as exc:
+            self._reject(exc)
+            return
+        with self._wake:
+            self._wake.notify()
+
+    def _fill_gap(self, first: int, count: int, rate: int) -> None:
+        """Lost chunks become silence of the same length, so unit times stay true."""
+        expected = self._expected_sample
+        if expected is not None and first < expected:
+            raise InputError("audio.first_sample", f"{first} repeats audio before {expected}")
+        if expected is not None and first > expected:
+            gap = first - expected
+            self.lost_samples += gap
+            self.assembler.push_audio(np.zeros(gap, np.float32), rate)
+        self._expected_sample = first + count
+
+    def _on_image(self, msg: Image) -> None:
+        try:
+            self._frame_seq += 1
+            self.assembler.push_frame(
+                convert.frame_from_msg(msg, self.clock.now(), self._frame_seq)
+            )
+        except InputError as exc:
+            self._reject(exc)
+
+    def _on_ack(self, msg: PlaybackAckMsg) -> None:
+        self.loop.acknowledge(convert.ack_from_msg(msg))
+
+    def _on_backend(self, msg: BackendReplyMsg) -> None:
+        if not msg.text.strip():
+            self._reject(InputError("backend_reply.text", "empty reply"))
+            return
+        self.loop.offer_backend(BackendReply(msg.task_id, msg.text))
+
+    def _reject(self, exc: InputError) -> None:
+        self.dropped_messages += 1
+        self.timeline.append(Kind.INPUT_ERROR, {"field": exc.field, "message": str(exc)})
+        self.get_logger().warning(
+            f"dropped input ({self.dropped_messages} so far): {exc}", throttle_duration_sec=5.0
+        )
+
+    # ------------------------------------------------------------------ foreground thread
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                unit = self.assembler.pop_unit()
+                while unit is None and not self._stop:
+                    self._wake.wait(timeout=0.1)
+                    unit = self.assembler.pop_unit()
+                if self._stop:
+                    return
+            result = self.loop.step(unit)
+            stamp = self.get_clock().now().to_msg()
+            self.pub_decision.publish(convert.decision_to_msg(result, unit.duration_s, stamp))
+            if result.speech is not None:
+                speech = result.speech
+                self.pub_audio.publish(
+                    convert.audio_to_msg(
+                        speech.audio,
+                        speech.sample_rate,
+                        speech.first_sample,
+                        stamp,
+                        frame_id="assistant",
+                        unit_index=speech.unit_index,
+                    )
+                )
+                if speech.text:
+                    self.pub_transcript.publish(String(data=speech.text))
+            self._publish_timeline()  # the harness needs the records up to the cutoff first
+            for request in result.delegates:
+                self._send_goal(request)
+
+    # ------------------------------------------------------------------ delegation
+    def _send_goal(self, request: DelegateRequest) -> None:
+        goal_id = uuid.uuid4()
+        task_id = goal_id.hex  # the harness names the task by the goal id too
+        if not self.delegate.server_is_ready():
+            self._task_state(task_id, "FAILED", "harness_unavailable", request.query)
+            return
+        goal = Delegate.Goal(
+            query=request.query,
+            session_id=self.config.session_id,
+            turn_id=request.turn_id,
+            evidence_cutoff_seq=request.cutoff_seq,
+        )
+        with self._pending_lock:
+            self._pending[task_id] = _Pending(request, self.clock.now())
+        self._task_state(task_id, "QUEUED", "sent", request.query)
+        future = self.delegate.send_goal_async(goal, goal_uuid=UUID(uuid=list(goal_id.bytes)))
+        future.add_done_callback(lambda f: self._on_goal_response(task_id, f))
+
+    def _on_goal_response(self, task_id: str, future) -> None:
+        handle = future.result()
+        if handle is None or not handle.accepted:
+            self._finish(task_id, "FAILED", "rejected by the harness")
+            return
+        with self._pending_lock:
+            pending = self._pending.get(task_id)
+            if pending is None:
+                return
+            pending.goal_handle = handle
+        handle.get_result_async().add_done_callback(lambda f: self._on_result(task_id, f))
+
+    def _on_result(self, task_id: str, future) -> None:
+        result = future.result().result
+        state = result.final_state or "FAILED"
+        if not self._finish(task_id, state, "harness result"):
+            return
+        if state == "COMPLETED" and result.reply_text.strip():
+            self.loop.offer_backend(BackendReply(task_id, result.reply_text))
+
+    def _finish(self, task_id: str, state: str, reason: str) -> bool:
+        """End a pending delegation; False if it had already ended (e.g. timed out)."""
+        with self._pending_lock:
+            pending = self._pending.pop(task_id, None)
+        if pending is None:
+            return False
+        self._task_state(task_id, state, reason, pending.request.query)
+        return True
+
+    def _task_state(self, task_id: str, state: str, reason: str, query: str) -> None:
+        self.timeline.append(
+            Kind.TASK_STATE,
+            {
+                "task_id": task_id,
+                "state": state,
+                "reason": reason,
+                "query": query[:200],
+                "source": "frontend",
+            },
+        )
+
+    def _housekeeping(self) -> None:
+        """Fail delegations whose harness vanished or timed out; flush timeline records."""
+        now = self.clock.now()
+        server_up = self.delegate.server_is_ready()
+        with self._pending_lock:
+            expired = [
+                task_id
+                for task_id, p in self._pending.items()
+                if not server_up or now - p.sent_at > self.config.delegate_timeout_s
+            ]
+        for task_id in expired:
+            self._finish(task_id, "FAILED", "harness_unavailable" if not server_up else "timeout")
+        self._publish_timeline()
+
+    def _publish_timeline(self) -> None:
+        with self._publish_lock:
+            while records := self.timeline.records_after(self._published_seq, _PUBLISH_BATCH):
+                for record in records:
+                    self.pub_timeline.publish(convert.record_to_msg(record))
+                self._published_seq = records[-1].seq
+
+    def diagnostics(self) -> dict[str, str]:
+        """Counters for tests and logs."""
+        return {
+            "dropped_messages": str(self.dropped_messages),
+            "lost_samples": str(self.lost_samples),
+            "dropped_units": str(self.assembler.dropped_units),
+            "missed_units": str(self.loop.missed_units),
+            "pending_delegations": json.dumps(sorted(self._pending)),
+        }
+
+    def close(self) -> None:
+        """Stop the foreground thread and release the frontend."""
+        with self._wake:
+            self._stop = True
+            self._wake.notify_all()
+        self._thread.join(timeout=5.0)
+        self.frontend.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console script ``frontend_node``."""
+    return run_node(FrontendNode, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

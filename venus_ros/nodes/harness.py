@@ -1,0 +1,436 @@
+"""harness_node: the Delegate action server in front of the Harness runner.
+
+- ``delegate`` (action, ``venus_interfaces/action/Delegate``): a goal becomes a task; feedback
+  on every transition; a cancel request is forwarded to the runner; the result carries the
+  final state (COMPLETED, FAILED or CANCELLED: delivery is the frontend's job), the polished
+  reply and the tool's payload. Goals with an empty query, a query over
+  :data:`MAX_QUERY_CHARS` characters, or another session's id are rejected at goal time.
+- ``timeline`` (in): the frontend's timeline, mirrored (under the original seq) so a task sees
+  the records at or before its evidence cutoff. A goal that overtakes its cutoff record waits
+  for it (up to ``evidence_wait_s``) before its task is submitted.
+- ``task_status`` and ``timeline`` (out): a TaskStatus and a ``task_state`` TimelineEvent for
+  every transition. Those events carry ``"source": "harness"`` in their payload and a seq of
+  the harness's own event stream (not the frontend's), so the mirror skips them.
+
+No callback ever waits, so any number of goals run at once on any executor: a goal's task is
+submitted when the goal is accepted, the goal stays ACCEPTED (action status) while the task runs
+(its own state arrives as feedback), and when the task settles the runner thread calls
+``goal_handle.execute()``, whose callback only sends the result.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import logging
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ServerGoalHandle
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.timer import Timer
+from std_msgs.msg import Header
+
+from venus_interfaces.action import Delegate
+from venus_interfaces.msg import TaskStatus, TimelineEvent
+from venus_ros.core.clock import Clock, MonotonicClock
+from venus_ros.core.timeline import Kind, Timeline
+from venus_ros.harness.evidence import EvidenceMirror, Outcome
+from venus_ros.harness.polish import reply_text
+from venus_ros.harness.runner import HarnessRunner
+from venus_ros.harness.tasks import Task, TaskState
+from venus_ros.harness.tools import ToolRegistry, UnknownToolError
+from venus_ros.nodes.convert import record_to_msg
+from venus_ros.nodes.params import ConfigError, declare_config, reject_unknown_overrides
+from venus_ros.nodes.qos import TOPICS, reliable
+from venus_ros.nodes.runtime import run_node
+
+#: Queries longer than this are rejected at goal time (the span parser's limit too).
+MAX_QUERY_CHARS = 4000
+#: While goals wait (for evidence, or to end CANCELED), they are checked at this period.
+POLL_PERIOD_S = 0.05
+#: How long a CANCELLED task's result waits for the action's CANCELING state.
+CANCEL_STATE_WAIT_S = 0.5
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
+    """Parameters of harness_node."""
+
+    tools: tuple[str, ...] = field(
+        default=("clock", "calculator", "echo_evidence", "timer"),
+        metadata={"help": "names of the tools that may run (others are refused)"},
+    )
+    max_concurrent: int = field(
+        default=4, metadata={"help": "tasks running at once; more wait QUEUED"}
+    )
+    session_id: str = field(
+        default="default",
+        metadata={"help": "the session served (other sessions' goals are rejected)"},
+    )
+    evidence_wait_s: float = field(
+        default=0.5,
+        metadata={"help": "how long a goal waits for its cutoff record to arrive on timeline, s"},
+    )
+
+    def __post_init__(self) -> None:
+        if self.max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be >= 1, got {self.max_concurrent}")
+        if not self.tools:
+            raise ValueError("tools must name at least one tool")
+        if not self.session_id:
+            raise ValueError("session_id must not be empty")
+        if not 0.0 <= self.evidence_wait_s <= 10.0:
+            raise ValueError(f"evidence_wait_s must be in [0, 10], got {self.evidence_wait_s}")
+
+
+@dataclass(eq=False)
+class _Goal:
+    """An accepted Delegate goal whose result has not been sent yet (guarded by the node lock).
+
+    Attributes:
+        handle: the goal handle.
+        wait_until: while the goal waits for its evidence cutoff record, when it stops waiting.
+        submitted: its task has been handed to the runner.
+        cancel: the client asked to cancel it (and the request was accepted).
+        task: the settled task, once execution is over.
+        send_by: a CANCELLED task's result waits (at most until then) for the action's own
+            state to become CANCELING, so that the goal can end CANCELED.
+    """
+
+    handle: ServerGoalHandle
+    wait_until: float | None = None
+    submitted: bool = False
+    cancel: bool = False
+    task: Task | None = None
+    send_by: float | None = None
+
+
+class HarnessNode(Node):
+    """The Delegate action server; see the module docstring for its topics."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        super().__init__("harness_node")
+        self.config = declare_config(self, HarnessConfig)
+        reject_unknown_overrides(self)
+        try:
+            registry = ToolRegistry.builtins(self.config.tools)
+        except UnknownToolError as exc:
+            raise ConfigError(f"parameter 'tools': {exc}") from exc
+        _forward_logs(self)
+        self._session_clock = clock or MonotonicClock()
+        self._mirror = EvidenceMirror()
+        self._events = Timeline(self._session_clock)
+        self._lock = threading.Lock()
+        self._goals: dict[str, _Goal] = {}  # accepted, result not sent yet
+        self._cancel_early: set[str] = set()  # cancel requests that beat their goal's accept
+        self._group = ReentrantCallbackGroup()
+        self._timer: Timer | None = None  # exists only while some goal waits
+        self._status_pub = self.create_publisher(TaskStatus, TOPICS["task_status"], reliable(100))
+        self._timeline_pub = self.create_publisher(
+            TimelineEvent, TOPICS["timeline"], reliable(1000)
+        )
+        # The default (mutually exclusive) group keeps the records in arrival order.
+        self.create_subscription(
+            TimelineEvent, TOPICS["timeline"], self._on_timeline, reliable(1000)
+        )
+        self._runner = HarnessRunner(
+            registry,
+            self._session_clock,
+            max_concurrent=self.config.max_concurrent,
+            listeners=[self._on_transition],
+        )
+        self._server = ActionServer(
+            self,
+            Delegate,
+            TOPICS["delegate"],
+            execute_callback=self._result,
+            goal_callback=self._on_goal,
+            handle_accepted_callback=self._on_accepted,
+            cancel_callback=self._on_cancel,
+            callback_group=self._group,
+        )
+        self.get_logger().info(
+            f"harness ready: tools {', '.join(registry.names)}, "
+            f"{self.config.max_concurrent} at once, session {self.config.session_id!r}"
+        )
+
+    @property
+    def runner(self) -> HarnessRunner:
+        """The runner behind the action server."""
+        return self._runner
+
+    def close(self) -> None:
+        """Stop the runner: running tasks end FAILED (interrupted)."""
+        self._runner.close()
+
+    # --- timeline in -------------------------------------------------------------------------
+
+    def _on_timeline(self, msg: TimelineEvent) -> None:
+        outcome = self._mirror.add(msg.seq, msg.t, msg.kind, msg.payload_json)
+        if outcome is Outcome.RESET:
+            self.get_logger().info(f"timeline restarted at seq {msg.seq}: evidence cleared")
+        elif outcome is Outcome.INVALID:
+            self.get_logger().warning(f"timeline record {msg.seq} ({msg.kind}) is malformed")
+        if self._timer is not None and outcome in (Outcome.ADDED, Outcome.RESET):
+            self._poll()
+
+    # --- action: goal -> task -> result ------------------------------------------------------
+    #
+    # No callback ever waits. A goal's task is submitted when the goal is accepted (or as soon
+    # as its evidence cutoff record has arrived); the goal stays ACCEPTED while the task runs,
+    # with feedback on every transition; when the task settles, the runner thread calls
+    # ``goal_handle.execute()`` and the execute callback only sends the result. (Awaiting the
+    # task in a coroutine instead leaves a pending rclpy task that the executor re-polls on
+    # every wake-up; with a busy timeline subscription that measured as a busy loop and round
+    # trips of up to 2 s.) Everything about a goal is read and changed under ``self._lock``.
+
+    def _on_goal(self, goal: Delegate.Goal) -> GoalResponse:
+        problem = ""
+        if not goal.query.strip():
+            problem = "the query is empty"
+        elif len(goal.query) > MAX_QUERY_CHARS:
+            problem = f"the query has {len(goal.query)} characters (limit {MAX_QUERY_CHARS})"
+        elif goal.session_id and goal.session_id != self.config.session_id:
+            problem = (
+                f"session {goal.session_id!r} is not the one served ({self.config.session_id!r})"
+            )
+        if problem:
+            self.get_logger().warning(f"delegate goal rejected: {problem}")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _on_accepted(self, goal_handle: ServerGoalHandle) -> None:
+        task_id = _task_id(goal_handle)
+        cutoff = int(goal_handle.request.evidence_cutoff_seq)
+        wait_s = self.config.evidence_wait_s
+        with self._lock:
+            goal = _Goal(goal_handle, cancel=task_id in self._cancel_early)
+            self._cancel_early.discard(task_id)
+            self._goals[task_id] = goal
+            if not goal.cancel and wait_s > 0 and cutoff > self._mirror.last_seq:
+                goal.wait_until = self._session_clock.now() + wait_s
+                self._ensure_timer()
+                started = None
+            else:
+                started = self._submit(task_id, goal)
+        self._watch(task_id, started)
+        if goal.wait_until is not None:
+            self._poll()  # the record may have arrived meanwhile
+
+    def _on_cancel(self, goal_handle: ServerGoalHandle) -> CancelResponse:
+        task_id = _task_id(goal_handle)
+        started = None
+        with self._lock:
+            goal = self._goals.get(task_id)
+            if goal is None:  # the cancel overtook the accept
+                self._cancel_early.add(task_id)
+                return CancelResponse.ACCEPT
+            if goal.task is not None:  # settled: too late
+                return CancelResponse.REJECT
+            if goal.submitted:
+                if not self._runner.cancel(task_id, "cancel requested by the client"):
+                    return CancelResponse.REJECT
+                goal.cancel = True
+            else:  # still waiting for its evidence: start it cancelled
+                goal.cancel = True
+                goal.wait_until = None
+                started = self._submit(task_id, goal)
+        self._watch(task_id, started)
+        return CancelResponse.ACCEPT
+
+    def _submit(self, task_id: str, goal: _Goal) -> concurrent.futures.Future[Task] | None:
+        """Hand the goal's task to the runner (caller holds the lock); its settle future."""
+        request: Delegate.Goal = goal.handle.request
+        try:
+            self._runner.submit(
+                request.query,
+                request.session_id or self.config.session_id,
+                request.turn_id,
+                request.evidence_cutoff_seq,
+                self._mirror.snapshot(request.evidence_cutoff_seq),
+                task_id=task_id,
+            )
+        except RuntimeError as exc:  # the runner closed: shutting down
+            self.get_logger().warning(f"task {task_id} not started: {exc}")
+            return None
+        goal.submitted = True
+        if goal.cancel:
+            self._runner.cancel(task_id, "cancel requested by the client")
+        return self._runner.future(task_id)
+
+    def _watch(self, task_id: str, started: concurrent.futures.Future[Task] | None) -> None:
+        """Have the result sent when the task settles (called without the lock)."""
+        if started is not None:
+            started.add_done_callback(lambda done: self._on_settled(task_id, done.result()))
+
+    def _on_settled(self, task_id: str, task: Task) -> None:
+        """The task's execution is over (runner thread): have its result sent."""
+        with self._lock:
+            goal = self._goals.get(task_id)
+            if goal is None:
+                return
+            goal.task = task
+            if task.state is TaskState.CANCELLED and not goal.handle.is_cancel_requested:
+                # the action server records the accepted cancel just after our callback
+                goal.send_by = self._session_clock.now() + CANCEL_STATE_WAIT_S
+                self._ensure_timer()
+                return
+        self._send_result(goal)
+
+    def _send_result(self, goal: _Goal) -> None:
+        try:
+            goal.handle.execute()  # schedules self._result on the executor
+        except Exception as exc:  # the context is gone: shutting down
+            self.get_logger().debug(f"result not sent ({exc})")
+
+    def _poll(self) -> None:
+        """Start goals whose evidence arrived or whose wait is over; send held-back results."""
+        last, now = self._mirror.last_seq, self._session_clock.now()
+        started: list[tuple[str, concurrent.futures.Future[Task] | None]] = []
+        late: list[tuple[str, int]] = []
+        results: list[_Goal] = []
+        with self._lock:
+            for task_id, goal in self._goals.items():
+                cutoff = int(goal.handle.request.evidence_cutoff_seq)
+                if goal.wait_until is not None and (cutoff <= last or goal.wait_until <= now):
+                    if cutoff > last:
+                        late.append((task_id, cutoff))
+                    goal.wait_until = None
+                    started.append((task_id, self._submit(task_id, goal)))
+                elif goal.send_by is not None and (
+                    goal.handle.is_cancel_requested or goal.send_by <= now
+                ):
+                    goal.send_by = None
+                    results.append(goal)
+            waiting = any(
+                g.wait_until is not None or g.send_by is not None for g in self._goals.values()
+            )
+            if not waiting and self._timer is not None:
+                # destroyed, not cancelled: a cancelled rclpy timer makes the executor spin
+                self.destroy_timer(self._timer)
+                self._timer = None
+        for task_id, cutoff in late:
+            self.get_logger().warning(
+                f"task {task_id}: evidence incomplete, timeline at seq {last} "
+                f"after {self.config.evidence_wait_s:g} s, cutoff {cutoff}"
+            )
+        for task_id, future in started:
+            self._watch(task_id, future)
+        for goal in results:
+            self._send_result(goal)
+
+    def _ensure_timer(self) -> None:
+        """Poll while some goal waits (caller holds the lock)."""
+        if self._timer is None:
+            self._timer = self.create_timer(POLL_PERIOD_S, self._poll, callback_group=self._group)
+
+    def _result(self, goal_handle: ServerGoalHandle) -> Delegate.Result:
+        task_id = _task_id(goal_handle)
+        with self._lock:
+            goal = self._goals.pop(task_id)
+        task = goal.task
+        assert task is not None
+        if task.state is TaskState.COMPLETED:
+            goal_handle.succeed()
+        elif task.state is TaskState.CANCELLED and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        else:
+            goal_handle.abort()
+        payload: dict[str, Any] = {
+            "task_id": task.id,
+            "tool": task.tool,
+            "args": task.args,
+            "result": task.payload,
+        }
+        if task.error:
+            payload["error"] = task.error
+        if task.note:
+            payload["note"] = task.note
+        return Delegate.Result(
+            final_state=task.state.value,
+            reply_text=reply_text(task),
+            payload_json=json.dumps(payload, allow_nan=False, default=str),
+        )
+
+    # --- transitions out (runner thread) -----------------------------------------------------
+
+    def _on_transition(self, task: Task, old: TaskState | None, new: TaskState) -> None:
+        if not self.context.ok():
+            return
+        reason = task.reason
+        self._status_pub.publish(
+            TaskStatus(
+                header=Header(stamp=self.get_clock().now().to_msg()),
+                task_id=task.id,
+                tool=task.tool,
+                state=new.value,
+                progress=float(task.progress),
+                message=reason,
+            )
+        )
+        record = self._events.append(
+            Kind.TASK_STATE,
+            {
+                "source": "harness",
+                "task_id": task.id,
+                "state": new.value,
+                "previous": old.value if old else None,
+                "tool": task.tool,
+                "reason": reason,
+                "turn": task.turn_id,
+                "cutoff_seq": task.cutoff_seq,
+            },
+        )
+        self._timeline_pub.publish(record_to_msg(record))
+        with self._lock:
+            goal = self._goals.get(task.id)
+        if goal is not None:
+            goal.handle.publish_feedback(
+                Delegate.Feedback(state=new.value, progress=float(task.progress), message=reason)
+            )
+
+
+def _task_id(goal_handle: ServerGoalHandle) -> str:
+    return bytes(goal_handle.goal_id.uuid).hex()
+
+
+class _RosLogHandler(logging.Handler):
+    """Sends the pure harness package's log records to the node's ROS logger."""
+
+    def __init__(self, node: Node) -> None:
+        super().__init__()
+        self._logger = node.get_logger()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+            if record.levelno >= logging.ERROR:
+                self._logger.error(text)
+            elif record.levelno >= logging.WARNING:
+                self._logger.warning(text)
+            else:
+                self._logger.info(text)
+        except Exception:
+            self.handleError(record)
+
+
+def _forward_logs(node: Node) -> None:
+    logger = logging.getLogger("venus_ros.harness")
+    if not any(isinstance(h, _RosLogHandler) for h in logger.handlers):
+        logger.addHandler(_RosLogHandler(node))
+        logger.setLevel(logging.INFO)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run harness_node until Ctrl-C (exit 0), or exit 2 on a configuration error."""
+    return run_node(HarnessNode, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
