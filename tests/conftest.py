@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
 
 # Before anything imports rclpy: discovery never leaves this machine, and a run that was not
 # given a domain (e.g. plain `pytest`) picks its own.
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(1, 101)))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture
+def probe() -> Iterator[Any]:
+    """A probe node (own Context, executor and namespace) for tests that run ROS graphs."""
+    from rosproc import make_probe  # imports rclpy: only for the tests that ask for it
+
+    with make_probe() as p:
+        yield p

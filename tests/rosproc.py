@@ -52,13 +52,26 @@ class NodeProcess:
         return int(self.proc.returncode)
 
 
-def start_node(module: str, tmp_path: Path, *params: str, namespace: str = "/") -> NodeProcess:
+def start_node(
+    module: str,
+    tmp_path: Path,
+    *params: str,
+    namespace: str = "/",
+    params_file: Path | None = None,
+    tag: str = "",
+) -> NodeProcess:
+    """Start ``venus_ros.nodes.<module>`` with ``-p`` overrides (and a parameter file).
+
+    ``tag`` keeps the output files of a restarted node apart from the first run's.
+    """
     env = os.environ.copy()
     # conftest.py set these before anything imported rclpy; the child must share them.
     assert env.get("ROS_AUTOMATIC_DISCOVERY_RANGE") == "LOCALHOST" and env.get("ROS_DOMAIN_ID")
     env["PYTHONUNBUFFERED"] = "1"
     args = [arg for p in params for arg in ("-p", p)]
-    out, err = tmp_path / f"{module}.out", tmp_path / f"{module}.err"
+    if params_file is not None:
+        args = ["--params-file", str(params_file), *args]
+    out, err = tmp_path / f"{module}{tag}.out", tmp_path / f"{module}{tag}.err"
     with out.open("wb") as stdout, err.open("wb") as stderr:
         proc = subprocess.Popen(
             [

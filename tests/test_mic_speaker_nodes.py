@@ -10,7 +10,6 @@ relative), so a run that happens to share the domain with another one cannot cro
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import rclpy
 import soundfile as sf
 from rclpy.context import Context
 from rclpy.parameter import Parameter
-from rosproc import Probe, make_probe, start_node
+from rosproc import Probe, start_node
 
 from venus_interfaces.msg import AudioChunk, PlaybackAck as PlaybackAckMsg, UnitDecision
 from venus_ros.core.clock import FakeClock
@@ -33,12 +32,6 @@ SPEAKER_RATE = 24000
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def probe() -> Iterator[Probe]:
-    with make_probe() as p:
-        yield p
 
 
 # --- mic -------------------------------------------------------------------------------------

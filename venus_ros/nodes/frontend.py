@@ -19,7 +19,7 @@ from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import Image
-from std_msgs.msg import String
+from std_msgs.msg import Header, String
 from unique_identifier_msgs.msg import UUID
 
 from venus_interfaces.action import Delegate
@@ -58,12 +58,17 @@ class FrontendNodeConfig:
     delegate_timeout_s: float = field(
         default=60.0, metadata={"help": "a delegation with no result after this fails, s"}
     )
+    harness_timeout_s: float = field(
+        default=2.0, metadata={"help": "no harness heartbeat for this long: harness is down, s"}
+    )
     units: UnitConfig = field(default_factory=UnitConfig)
     duplex: DuplexConfig = field(default_factory=DuplexConfig)
 
     def __post_init__(self) -> None:
         if self.delegate_timeout_s <= 0:
             raise ValueError("delegate_timeout_s must be > 0")
+        if self.harness_timeout_s <= 0:
+            raise ValueError("harness_timeout_s must be > 0")
 
 
 @dataclass
@@ -120,6 +125,10 @@ class FrontendNode(Node):
             callback_group=group,
         )
         self.delegate = ActionClient(self, Delegate, TOPICS["delegate"], callback_group=group)
+        self._heartbeat_at: float | None = None
+        self.create_subscription(
+            Header, TOPICS["heartbeat"], self._on_heartbeat, reliable(1), callback_group=group
+        )
         self.create_timer(0.2, self._housekeeping, callback_group=group)
 
         self.loop.prepare(system_prompt=cfg.system_prompt)
@@ -168,6 +177,15 @@ class FrontendNode(Node):
             return
         self.loop.offer_backend(BackendReply(msg.task_id, msg.text))
 
+    def _on_heartbeat(self, msg: Header) -> None:
+        self._heartbeat_at = self.clock.now()
+
+    def _harness_up(self) -> bool:
+        """The action server is known and its heartbeat is recent."""
+        beat = self._heartbeat_at
+        fresh = beat is not None and self.clock.now() - beat < self.config.harness_timeout_s
+        return fresh and self.delegate.server_is_ready()
+
     def _reject(self, exc: InputError) -> None:
         self.dropped_messages += 1
         self.timeline.append(Kind.INPUT_ERROR, {"field": exc.field, "message": str(exc)})
@@ -210,7 +228,7 @@ class FrontendNode(Node):
     def _send_goal(self, request: DelegateRequest) -> None:
         goal_id = uuid.uuid4()
         task_id = goal_id.hex  # the harness names the task by the goal id too
-        if not self.delegate.server_is_ready():
+        if not self._harness_up():
             self._task_state(task_id, "FAILED", "harness_unavailable", request.query)
             return
         goal = Delegate.Goal(
@@ -269,7 +287,7 @@ class FrontendNode(Node):
     def _housekeeping(self) -> None:
         """Fail delegations whose harness vanished or timed out; flush timeline records."""
         now = self.clock.now()
-        server_up = self.delegate.server_is_ready()
+        server_up = self._harness_up()
         with self._pending_lock:
             expired = [
                 task_id

@@ -58,6 +58,10 @@ POLL_PERIOD_S = 0.05
 CANCEL_STATE_WAIT_S = 0.5
 
 
+#: How often the harness says it is alive on the heartbeat topic.
+HEARTBEAT_PERIOD_S = 0.5
+
+
 @dataclass(frozen=True)
 class HarnessConfig:
     """Parameters of harness_node."""
@@ -134,6 +138,13 @@ class HarnessNode(Node):
         self._status_pub = self.create_publisher(TaskStatus, TOPICS["task_status"], reliable(100))
         self._timeline_pub = self.create_publisher(
             TimelineEvent, TOPICS["timeline"], reliable(1000)
+        )
+        # Liveness for the frontend: a killed process sends no goodbye, and DDS would only
+        # notice after its lease (~20 s); a missing heartbeat is noticed in ~2 s.
+        heartbeat = self.create_publisher(Header, TOPICS["heartbeat"], reliable(1))
+        self.create_timer(
+            HEARTBEAT_PERIOD_S,
+            lambda: heartbeat.publish(Header(stamp=self.get_clock().now().to_msg())),
         )
         # The default (mutually exclusive) group keeps the records in arrival order.
         self.create_subscription(

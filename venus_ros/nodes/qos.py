@@ -56,6 +56,7 @@ TOPICS = {
     "backend_reply": "backend_reply",
     "task_status": "task_status",
     "delegate": "delegate",
+    "heartbeat": "harness/heartbeat",
     "markers": "markers",
     "diagnostics": "/diagnostics",
 }
@@ -71,6 +72,7 @@ TOPIC_QOS = {
     TOPICS["timeline"]: reliable(1000),
     TOPICS["backend_reply"]: reliable(20),
     TOPICS["task_status"]: reliable(100),
+    TOPICS["heartbeat"]: reliable(1),
     TOPICS["markers"]: LATCHED,
     TOPICS["diagnostics"]: reliable(10),
 }

@@ -1,0 +1,152 @@
+"""The whole system as real ROS 2 processes: every node in its own process, loopback-only
+discovery, a private domain and namespace.
+
+A WAV with two spoken requests goes into mic_node. The scripted frontend answers the first with
+a timer delegation; while the timer runs, the harness process is killed: the frontend keeps
+deciding every unit without a missed deadline and reports the task failed. The harness is
+started again; the second request (arithmetic) round-trips through the Delegate action, and the
+reply is inserted as a backend span, spoken, played by speaker_node and acknowledged. The
+timeline on the topic shows what the user actually heard.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+from rosproc import NodeProcess, Probe, start_node
+
+from venus_interfaces.msg import TimelineEvent, UnitDecision
+from venus_ros.core.units import resample
+from venus_ros.nodes.qos import TOPICS, reliable
+
+ROOT = Path(__file__).resolve().parents[1]
+PARAMS = ROOT / "config" / "venus.yaml"
+RATE = 16000
+
+SCRIPT = """\
+replies:
+  - after_speech: true
+    text: "Okay. <delegate>set a timer for 30 seconds</delegate> Starting it now."
+  - after_speech: true
+    text: "Sure. <delegate>what is 12 times 7</delegate> Let me work it out."
+  - on_backend: true
+    text: "{backend}"
+"""
+
+
+def _say(text: str, path: Path) -> np.ndarray:
+    subprocess.run(["espeak-ng", "-v", "en-us", "-w", str(path), text], check=True)
+    audio, rate = sf.read(str(path), dtype="float32")
+    return resample(audio, rate, RATE)
+
+
+def _conversation(tmp_path: Path) -> Path:
+    """Request 1 at 0.5 s, request 2 at 11 s, then silence (the mic keeps publishing it)."""
+    first = _say("Please set a timer for thirty seconds.", tmp_path / "a.wav")
+    second = _say("What is twelve times seven?", tmp_path / "b.wav")
+    track = np.zeros(14 * RATE, np.float32)
+    track[RATE // 2 : RATE // 2 + len(first)] = first
+    track[11 * RATE : 11 * RATE + len(second)] = second
+    path = tmp_path / "conversation.wav"
+    sf.write(str(path), track, RATE, subtype="PCM_16")
+    return path
+
+
+class Session:
+    """What the probe saw on the timeline and decision topics."""
+
+    def __init__(self, probe: Probe) -> None:
+        self.events: list[tuple[str, dict]] = []
+        self.decisions: list[UnitDecision] = []
+        node = probe.node
+        node.create_subscription(TimelineEvent, TOPICS["timeline"], self._event, reliable(1000))
+        node.create_subscription(
+            UnitDecision, TOPICS["decision"], self.decisions.append, reliable(50)
+        )
+
+    def _event(self, msg: TimelineEvent) -> None:
+        self.events.append((msg.kind, json.loads(msg.payload_json)))
+
+    def of(self, kind: str, **match: object) -> list[dict]:
+        return [
+            p for k, p in self.events if k == kind and all(p.get(f) == v for f, v in match.items())
+        ]
+
+    def heard(self) -> str:
+        return "".join(p["heard"] for p in self.of("playback_ack"))
+
+
+def test_a_conversation_survives_a_harness_crash_and_delegates_again(
+    probe: Probe, tmp_path: Path
+) -> None:
+    script = tmp_path / "script.yaml"
+    script.write_text(SCRIPT)
+    wav = _conversation(tmp_path)
+    played = tmp_path / "played.wav"
+    session = Session(probe)
+    ns = probe.namespace
+
+    def start(module: str, *params: str, tag: str = "") -> NodeProcess:
+        node = start_node(module, tmp_path, *params, namespace=ns, params_file=PARAMS, tag=tag)
+        probe.watched.append(node)
+        return node
+
+    nodes = [
+        start("harness"),
+        start("speaker", f"sink:=file:{played}"),
+        start("frontend", f"frontend:=scripted:{script}"),
+        start("mic", f"source:=file:{wav}"),
+    ]
+    harness = nodes[0]
+    try:
+        # 1. The timer delegation reaches the harness and runs.
+        probe.wait_for(
+            lambda: bool(session.of("task_state", source="harness", state="RUNNING")),
+            30,
+            "the timer task to run in the harness",
+        )
+        # 2. The harness dies mid-task (no goodbye): the frontend reports the task failed.
+        probe.watched.remove(harness)
+        harness.proc.send_signal(signal.SIGKILL)
+        harness.proc.wait(10)
+        probe.wait_for(
+            lambda: bool(session.of("task_state", source="frontend", state="FAILED")),
+            10,
+            "the frontend to fail the delegation",
+        )
+        failed = session.of("task_state", source="frontend", state="FAILED")[0]
+        assert failed["reason"] == "harness_unavailable"
+        assert "timer" in failed["query"]
+        # 3. The harness comes back; the second request round-trips and its reply is heard.
+        nodes[0] = start("harness", tag="2")
+        probe.wait_for(lambda: "84" in session.heard(), 40, "the user to hear the answer 84")
+        for node in nodes:
+            assert node.stop() == 0, node.err()
+    finally:
+        for node in nodes:
+            node.stop()
+
+    delegates = [p["query"] for p in session.of("delegate_close")]
+    assert delegates == ["set a timer for 30 seconds", "what is 12 times 7"]
+    assert session.of("task_state", source="harness", state="COMPLETED", tool="calculator")
+    inserted = session.of("backend_insert", inserted=True)
+    assert len(inserted) == 1
+    assert "84" in session.heard() and "Starting it now" in session.heard()
+    assert not session.of("frontend_error") and not session.of("protocol_error")
+
+    # The foreground never paused: one decision per unit, in order, none late.
+    indices = [d.unit_index for d in session.decisions]
+    assert indices == list(range(indices[0], indices[0] + len(indices)))
+    assert not any(d.deadline_missed for d in session.decisions)
+    assert not [p for p in session.of("unit_stats") if p["missed"]]
+
+    # The speaker wrote exactly what it acknowledged.
+    acked = {}
+    for p in session.of("playback_ack"):
+        acked[p["unit"]] = p["samples_played"]
+    assert sf.info(str(played)).frames == sum(acked.values())
