@@ -63,8 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--params-file", default="", help="parameter YAML (default: venus.yaml)")
 
     bench = commands.add_parser("bench", help="print performance figures")
-    bench.add_argument("suite", choices=["core"], help="what to measure")
-    bench.add_argument("--minutes", type=float, default=60.0, help="simulated session length")
+    bench.add_argument("suite", choices=["core", "ros"], help="what to measure")
+    bench.add_argument("--minutes", type=float, default=60.0, help="core: simulated length")
+    bench.add_argument("--seconds", type=float, default=60.0, help="ros: measuring window")
 
     args = parser.parse_args(argv)
     try:
@@ -106,8 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     params_file=args.params_file,
                 )
             )
-        from venus_ros.bench import bench_core
+        from venus_ros.bench import bench_core, bench_ros
 
+        if args.suite == "ros":
+            return bench_ros(seconds=args.seconds)
         return bench_core(minutes=args.minutes)
     except (FrontendError, InputError, OSError, ValueError) as exc:
         print(f"venus-ros {args.command}: {exc}", file=sys.stderr)

@@ -131,8 +131,10 @@ class MicNode(Node):
             self._origin_stamp = self.get_clock().now()
             self._due_sent = 0
             self._announced_end = False
+            # Tick at a quarter chunk: a chunk goes out at most ~chunk/4 after its last
+            # sample is due, like a sound card's period, never before.
             self._timer = self.create_timer(
-                self._chunk_s, self._on_tick, callback_group=MutuallyExclusiveCallbackGroup()
+                self._chunk_s / 4, self._on_tick, callback_group=MutuallyExclusiveCallbackGroup()
             )
             self.get_logger().info(
                 f"file source {path} ({self._source.file_rate} Hz, published at "
@@ -168,7 +170,7 @@ class MicNode(Node):
                 return
             self._origin = now
             self._origin_stamp = self.get_clock().now()
-        due = int((now - self._origin) / self._chunk_s) + 1
+        due = int((now - self._origin) / self._chunk_s)  # chunks whose last sample is past
         for _ in range(min(due - self._due_sent, self._max_catch_up)):
             block = source.read()
             if block is None:
