@@ -23,3 +23,12 @@ def probe() -> Iterator[Any]:
 
     with make_probe() as p:
         yield p
+
+
+@pytest.fixture(scope="module")
+def module_probe() -> Iterator[Any]:
+    """A probe shared by the tests of one module (for nodes they share, e.g. a module fixture's)."""
+    from rosproc import make_probe
+
+    with make_probe() as p:
+        yield p

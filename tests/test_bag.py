@@ -4,27 +4,21 @@ recorder_node (a separate process, stopped with Ctrl-C), and replaying the bag i
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message, serialize_message
-from rclpy.signals import SignalHandlerOptions
 from rosbags.rosbag2 import Reader
+from rosproc import ROOT, Probe, start_node
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header, String
 from visualization_msgs.msg import Marker, MarkerArray
@@ -50,10 +44,6 @@ from venus_ros.bag import (
 from venus_ros.nodes import qos
 from venus_ros.nodes.bag_replay import replay_bag
 from venus_ros.nodes.recorder import GRAPH_QOS, graph_name, recording_qos
-
-ROOT = Path(__file__).resolve().parents[1]
-#: Namespace of the recorder and of the test's topics.
-NS = "/bagtest"
 
 
 def _audio(i: int) -> AudioChunk:
@@ -252,58 +242,13 @@ def test_bag_module_does_not_import_rclpy() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-class _Output:
-    """Collects a subprocess's output lines in a thread; waits on them with a bound."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self.lines: list[str] = []
-        self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._pump, args=(proc,), daemon=True)
-        self._thread.start()
-
-    def _pump(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            with self._cond:
-                self.lines.append(line.rstrip("\n"))
-                self._cond.notify_all()
-
-    def wait_for(self, pred: Callable[[list[str]], bool], timeout: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(lambda: pred(self.lines), timeout)
-
-    @property
-    def text(self) -> str:
-        with self._cond:
-            return "\n".join(self.lines)
-
-
-def _wait(cond: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
-
-
 @pytest.fixture(scope="module")
-def ros() -> Iterator[Node]:
-    """A node in a context of its own, spun in a background thread."""
-    context = Context()
-    rclpy.init(args=[], context=context, signal_handler_options=SignalHandlerOptions.NO)
-    node = Node("bag_test", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    thread = threading.Thread(target=executor.spin, daemon=True)
-    thread.start()
-    try:
-        yield node
-    finally:
-        executor.shutdown(timeout_sec=2.0)
-        node.destroy_node()
-        rclpy.try_shutdown(context=context)
-        thread.join(timeout=2.0)
+def ros(module_probe: Probe) -> Iterator[Probe]:
+    """The module's probe, spun on a thread of its own (replay_bag blocks this one). The
+    recorder, the test's topics and the replayed ones are in its namespace: nothing else in this
+    domain lands in the bag, and resolved names (/test_…/audio/in) get exercised."""
+    with module_probe.spinning():
+        yield module_probe
 
 
 #: topic → (QoS the graph publishes with, messages sent).
@@ -315,52 +260,28 @@ SENT: dict[str, tuple[QoSProfile, list[Any]]] = {
 }
 
 
-def _node_env() -> dict[str, str]:
-    env = dict(os.environ)  # ROS_DOMAIN_ID and ROS_AUTOMATIC_DISCOVERY_RANGE from conftest
-    env["RCUTILS_LOGGING_BUFFERED_STREAM"] = "0"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 @pytest.fixture(scope="module")
-def recorded(ros: Node, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def recorded(ros: Probe, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Run recorder_node, publish SENT from this process, Ctrl-C it; the bag and its output."""
-    bag = tmp_path_factory.mktemp("rec") / "session"
-    cmd = [sys.executable, "-m", "venus_ros.nodes.recorder", "--ros-args", "-p", f"path:={bag}"]
-    # A namespace of its own: nothing else in this domain lands in the bag, and resolved names
-    # (/bagtest/audio/in) get exercised.
-    cmd += ["-r", f"__ns:={NS}", "--log-level", f"{NS.strip('/')}.recorder_node:=debug"]
-    proc = subprocess.Popen(
-        cmd,
-        env=_node_env(),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    out = _Output(proc)
+    ns = ros.namespace
+    tmp = tmp_path_factory.mktemp("rec")
+    bag = tmp / "session"
+    debug = ("--log-level", f"{ns.strip('/')}.recorder_node:=debug")
+    recorder = ros.start("recorder", tmp, f"path:={bag}", ros_args=debug)
     publishers = {}
     try:
         for topic, (profile, msgs) in SENT.items():
-            publishers[topic] = ros.create_publisher(type(msgs[0]), f"{NS}/{topic}", profile)
-        matched = _wait(
-            lambda: (
-                proc.poll() is not None
-                or all(p.get_subscription_count() > 0 for p in publishers.values())
-            ),
+            publishers[topic] = ros.node.create_publisher(type(msgs[0]), topic, profile)
+        ros.wait_for(
+            lambda: all(p.get_subscription_count() > 0 for p in publishers.values()),
             15.0,
+            "the recorder to subscribe",
         )
-        assert matched and proc.poll() is None, f"recorder did not subscribe:\n{out.text}"
         # Discovery is asymmetric: our publishers may see the recorder's subscriptions before
         # those see them, and best-effort messages sent in between are dropped. Wait for the
         # recorder's side too (its matched events).
-        both = out.wait_for(
-            lambda lines: all(
-                any(f"publisher matched on {NS}/{t} " in line for line in lines) for t in SENT
-            ),
-            10.0,
-        )
-        assert both, f"recorder did not match our publishers:\n{out.text}"
+        matched = [f"publisher matched on {ns}/{t} " for t in SENT]
+        ros.wait_for_log(recorder, *matched, timeout=10.0, what="the recorder to match us")
         sent_at = time.monotonic()
         for k in range(max(len(m) for _, m in SENT.values())):
             for topic, (_, msgs) in SENT.items():
@@ -368,50 +289,44 @@ def recorded(ros: Node, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
                     publishers[topic].publish(msgs[k])
                     time.sleep(0.01)
         span = time.monotonic() - sent_at
-
-        def all_recorded(lines: list[str]) -> bool:
-            text = "\n".join(lines)
-            return all(f"recorded {NS}/{t} #{len(m)} " in text for t, (_, m) in SENT.items())
-
-        assert out.wait_for(all_recorded, 10.0), f"not all messages recorded:\n{out.text}"
-        proc.send_signal(signal.SIGINT)
-        rc = proc.wait(timeout=10.0)
-        out.wait_for(lambda lines: False, 0.2)  # let the pump drain the tail
-        return {"bag": bag, "rc": rc, "log": out.text, "span": span}
+        every = [f"recorded {ns}/{t} #{len(m)} " for t, (_, m) in SENT.items()]
+        ros.wait_for_log(recorder, *every, timeout=10.0, what="all messages to be recorded")
+        rc = recorder.stop()
+        return {"bag": bag, "rc": rc, "log": recorder.log(), "span": span, "ns": ns}
     finally:
         for pub in publishers.values():
-            ros.destroy_publisher(pub)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=5.0)
+            ros.node.destroy_publisher(pub)
+        recorder.stop()
 
 
 def test_recorder_records_live_topics(recorded: dict[str, Any]) -> None:
     assert recorded["rc"] == 0, recorded["log"]
     total = sum(len(m) for _, m in SENT.values())
     assert f"{total} messages" in recorded["log"]
-    assert summary(recorded["bag"]) == {f"{NS}/{t}": len(m) for t, (_, m) in SENT.items()}
+    ns = recorded["ns"]
+    assert summary(recorded["bag"]) == {f"{ns}/{t}": len(m) for t, (_, m) in SENT.items()}
     got: dict[str, list[Any]] = {}
     stamps = []
     for topic, msgtype, raw, t_ns in read_bag(recorded["bag"]):
         got.setdefault(topic, []).append(deserialize_message(raw, message_class(msgtype)))
         stamps.append(t_ns)
-    assert got == {f"{NS}/{t}": m for t, (_, m) in SENT.items()}
+    assert got == {f"{ns}/{t}": m for t, (_, m) in SENT.items()}
     # Receive times, on the wall clock, in order.
     assert stamps == sorted(stamps)
     assert abs(stamps[0] / 1e9 - time.time()) < 120
 
 
 def test_recorder_rejects_unknown_topic(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "venus_ros.nodes.recorder", "--ros-args"]
-    cmd += ["-p", f"path:={tmp_path / 'b'}", "-p", "topics:=[audio/in, nope]"]
-    out = subprocess.run(cmd, env=_node_env(), capture_output=True, text=True, timeout=30)
-    assert out.returncode == 2, out.stderr
-    assert "configuration error" in out.stderr and "'nope'" in out.stderr
+    recorder = start_node(
+        "recorder", tmp_path, f"path:={tmp_path / 'b'}", "topics:=[audio/in, nope]"
+    )
+    code = recorder.wait(30)
+    assert code == 2, recorder.err()
+    assert "configuration error" in recorder.err() and "'nope'" in recorder.err()
     assert not (tmp_path / "b").exists()
 
 
-def test_replay_republishes_in_order(ros: Node, recorded: dict[str, Any]) -> None:
+def test_replay_republishes_in_order(ros: Probe, recorded: dict[str, Any]) -> None:
     received: dict[str, list[Any]] = {t: [] for t in SENT}
     arrivals: list[float] = []
     lock = threading.Lock()
@@ -424,7 +339,7 @@ def test_replay_republishes_in_order(ros: Node, recorded: dict[str, Any]) -> Non
                 received[topic].append(msg)
                 arrivals.append(time.monotonic())
 
-        subs.append(ros.create_subscription(type(msgs[0]), f"{NS}/{topic}", keep, sub_qos))
+        subs.append(ros.node.create_subscription(type(msgs[0]), topic, keep, sub_qos))
     try:
         count = replay_bag(str(recorded["bag"]), rate=1.0, wait_for_subscribers=10.0)
         total = sum(len(m) for _, m in SENT.values())
@@ -434,7 +349,7 @@ def test_replay_republishes_in_order(ros: Node, recorded: dict[str, Any]) -> Non
             with lock:
                 return all(len(received[t]) >= len(m) for t, (_, m) in SENT.items())
 
-        assert _wait(complete, 5.0), received
+        ros.wait_for(complete, 5.0, lambda: f"every message replayed, got {received}")
         with lock:
             assert received == {t: m for t, (_, m) in SENT.items()}
         # Original timing (rate 1): the messages arrive spread over the recorded span.
@@ -443,21 +358,21 @@ def test_replay_republishes_in_order(ros: Node, recorded: dict[str, Any]) -> Non
         assert arrivals[-1] - arrivals[0] >= 0.7 * recorded_span
     finally:
         for sub in subs:
-            ros.destroy_subscription(sub)
+            ros.node.destroy_subscription(sub)
 
 
-def test_replay_rate_zero_and_topic_filter(ros: Node, recorded: dict[str, Any]) -> None:
+def test_replay_rate_zero_and_topic_filter(ros: Probe, recorded: dict[str, Any]) -> None:
     got: list[TimelineEvent] = []
-    sub = ros.create_subscription(TimelineEvent, f"{NS}/timeline", got.append, qos.reliable(100))
+    sub = ros.node.create_subscription(TimelineEvent, "timeline", got.append, qos.reliable(100))
     try:
         count = replay_bag(
             str(recorded["bag"]), rate=0.0, topics=["timeline"], wait_for_subscribers=10.0
         )
         assert count == len(SENT["timeline"][1])
-        assert _wait(lambda: len(got) >= count, 5.0)
+        ros.wait_for(lambda: len(got) >= count, 5.0, "the replayed timeline")
         assert got == SENT["timeline"][1]
     finally:
-        ros.destroy_subscription(sub)
+        ros.node.destroy_subscription(sub)
     with pytest.raises(ValueError, match="rate"):
         replay_bag(str(recorded["bag"]), rate=-1.0)
     with pytest.raises(BagError):

@@ -1,37 +1,28 @@
-"""The camera and monitor nodes as real processes, observed from a test node.
+"""The camera and monitor nodes as real processes, observed from a probe node here.
 
-Each test runs ``python -m venus_ros.nodes.<name>`` with ``--ros-args`` and talks to it from a
-node in this process that has its own Context and executor. Every wait is on a condition with a
-deadline; processes are stopped with SIGINT (and killed if they hang) and must exit 0.
+Each test runs ``python -m venus_ros.nodes.<name>`` with ``--ros-args`` (see rosproc.py) in a
+namespace of its own and talks to it from a probe node in this process that has its own Context
+and executor. Every wait is on a condition with a deadline; processes are stopped with SIGINT
+(and killed if they hang) and must exit 0.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
+from rosproc import Probe, start_node
 from sensor_msgs.msg import Image
 from visualization_msgs.msg import Marker, MarkerArray
 
 from venus_interfaces.msg import TaskStatus, TimelineEvent
 from venus_ros.nodes.qos import LATCHED, SENSOR_IMAGE, TOPICS, reliable
 
-ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 10.0
 #: Two colours (RGB) the test video alternates between, one second each.
@@ -40,82 +31,6 @@ SECOND_RGB = (20, 60, 220)
 
 
 # ---------------------------------------------------------------------------- helpers
-
-
-@dataclass
-class Graph:
-    """The test's own node, context and executor."""
-
-    node: Node
-    executor: SingleThreadedExecutor
-
-    def spin_until(self, condition: Callable[[], bool], timeout: float) -> bool:
-        """Spin until ``condition()`` holds or ``timeout`` seconds pass; returns the condition."""
-        deadline = time.monotonic() + timeout
-        while not condition():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            self.executor.spin_once(timeout_sec=min(remaining, 0.05))
-        return True
-
-    def spin_for(self, seconds: float) -> None:
-        """Process callbacks for ``seconds`` (a measurement window, not a synchronisation)."""
-        deadline = time.monotonic() + seconds
-        while (remaining := deadline - time.monotonic()) > 0:
-            self.executor.spin_once(timeout_sec=min(remaining, 0.05))
-
-
-@pytest.fixture
-def graph() -> Iterator[Graph]:
-    context = Context()
-    rclpy.init(context=context)
-    node = Node("venus_test_observer", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    try:
-        yield Graph(node, executor)
-    finally:
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown(context=context)
-
-
-@dataclass
-class Process:
-    """A node process and where its output goes."""
-
-    proc: subprocess.Popen
-    stderr_path: Path
-
-    @property
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
-
-
-def start(module: str, tmp_path: Path, *params: str) -> Process:
-    """Start ``python -m venus_ros.nodes.<module>`` with ``-p`` overrides (inherits the env)."""
-    args = [sys.executable, "-m", f"venus_ros.nodes.{module}", "--ros-args"]
-    for param in params:
-        args += ["-p", param]
-    stderr_path = tmp_path / f"{module}.stderr"
-    with open(tmp_path / f"{module}.stdout", "wb") as out, open(stderr_path, "wb") as err:
-        proc = subprocess.Popen(args, cwd=ROOT, env=os.environ.copy(), stdout=out, stderr=err)
-    return Process(proc, stderr_path)
-
-
-def stop(process: Process) -> int:
-    """SIGINT, then kill after a timeout; returns the exit code."""
-    proc = process.proc
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=STOP_TIMEOUT_S)
-            pytest.fail(f"node did not stop on SIGINT:\n{process.stderr}")
-    return proc.returncode
 
 
 def write_video(path: Path, fps: int = 10, seconds: int = 2) -> None:
@@ -139,15 +54,15 @@ def mean_rgb(msg: Image) -> np.ndarray:
 
 
 def test_camera_publishes_the_video_file_at_the_configured_rate_and_size(
-    graph: Graph, tmp_path: Path
+    probe: Probe, tmp_path: Path
 ) -> None:
     video = tmp_path / "colours.avi"
     write_video(video)
     images: list[tuple[float, Image]] = []
-    graph.node.create_subscription(
+    probe.node.create_subscription(
         Image, TOPICS["image"], lambda msg: images.append((time.monotonic(), msg)), SENSOR_IMAGE
     )
-    camera = start(
+    camera = probe.start(
         "camera",
         tmp_path,
         f"source:=file:{video}",
@@ -157,10 +72,10 @@ def test_camera_publishes_the_video_file_at_the_configured_rate_and_size(
         "frame_id:=test_camera",
     )
     try:
-        assert graph.spin_until(lambda: bool(images), START_TIMEOUT_S), camera.stderr
+        probe.wait_for(lambda: bool(images), START_TIMEOUT_S, "the first image")
         first = len(images)
         window = 3.0
-        graph.spin_for(window)
+        probe.spin_for(window)
         count = len(images) - first
         rate = count / window
         print(f"camera: {count} images in {window:.1f} s = {rate:.2f} Hz (configured 5 Hz)")
@@ -179,9 +94,9 @@ def test_camera_publishes_the_video_file_at_the_configured_rate_and_size(
         stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for _, m in images]
         assert stamps == sorted(stamps) and stamps[0] > 0
     finally:
-        code = stop(camera)
-    assert code == 0, camera.stderr
-    assert "published" in camera.stderr and "dropped" in camera.stderr
+        code = camera.stop(STOP_TIMEOUT_S)
+    assert code == 0, camera.err()
+    assert "published" in camera.err() and "dropped" in camera.err()
 
 
 @pytest.mark.parametrize(
@@ -200,13 +115,10 @@ def test_camera_without_a_usable_source_exits_with_one_clear_line(
 ) -> None:
     bad = tmp_path / "not_a_video.avi"
     bad.write_bytes(b"this is not a video")
-    camera = start("camera", tmp_path, *(p.format(bad=bad) for p in params))
-    try:
-        returncode = camera.proc.wait(timeout=START_TIMEOUT_S)
-    finally:
-        stop(camera)
-    lines = [line for line in camera.stderr.splitlines() if line.strip()]
-    assert returncode == code, camera.stderr
+    camera = start_node("camera", tmp_path, *(p.format(bad=bad) for p in params))
+    returncode = camera.wait(START_TIMEOUT_S)
+    lines = [line for line in camera.err().splitlines() if line.strip()]
+    assert returncode == code, camera.err()
     assert len(lines) == 1 and lines[0].startswith(prefix), lines
     assert mentions in lines[0]
 
@@ -227,8 +139,8 @@ def kv(status: DiagnosticStatus) -> dict[str, str]:
     return {pair.key: pair.value for pair in status.values}
 
 
-def test_monitor_shows_the_session_in_markers_and_diagnostics(graph: Graph, tmp_path: Path) -> None:
-    node = graph.node
+def test_monitor_shows_the_session_in_markers_and_diagnostics(probe: Probe, tmp_path: Path) -> None:
+    node = probe.node
     markers: list[MarkerArray] = []
     diagnostics: list[DiagnosticArray] = []
     node.create_subscription(MarkerArray, TOPICS["markers"], markers.append, LATCHED)
@@ -249,10 +161,10 @@ def test_monitor_shows_the_session_in_markers_and_diagnostics(graph: Graph, tmp_
     def newest_status(name: str) -> dict[str, str]:
         return kv(statuses(diagnostics[-1])[name]) if diagnostics else {}
 
-    monitor = start("monitor", tmp_path, "publish_hz:=10.0", "hardware_id:=test_robot")
+    monitor = probe.start("monitor", tmp_path, "publish_hz:=10.0", "hardware_id:=test_robot")
     try:
         # The monitor subscribed (so nothing published below is lost) and published its panel.
-        assert graph.spin_until(
+        probe.wait_for(
             lambda: (
                 timeline.get_subscription_count() > 0
                 and tasks.get_subscription_count() > 0
@@ -260,22 +172,25 @@ def test_monitor_shows_the_session_in_markers_and_diagnostics(graph: Graph, tmp_
                 and bool(diagnostics)
             ),
             START_TIMEOUT_S,
-        ), monitor.stderr
+            "the monitor to subscribe and publish its panel",
+        )
         assert "state: listening" in newest_panel()
 
         event("assistant_text", {"unit": 0, "turn": 1, "text": "hello there"})
         event("decision", {"unit": 0, "decision": "speak", "end_of_turn": False, "turn": 1})
         stats = {"unit": 0, "compute_s": 0.25, "debt_s": 0.0, "missed": False, "unit_s": 1.0}
         event("unit_stats", stats)
-        assert graph.spin_until(lambda: "state: speaking" in newest_panel(), 5.0)
+        probe.wait_for(lambda: "state: speaking" in newest_panel(), 5.0, "state: speaking")
         speaking = panel_of(markers[-1])
         event("delegate_open", {"unit": 1, "turn": 1})
         running = TaskStatus(task_id="task-1", tool="web_search", state="RUNNING", progress=0.5)
         tasks.publish(running)
 
-        assert graph.spin_until(
-            lambda: "state: delegating" in newest_panel() and "task-1" in newest_panel(), 5.0
-        ), newest_panel()
+        probe.wait_for(
+            lambda: "state: delegating" in newest_panel() and "task-1" in newest_panel(),
+            5.0,
+            lambda: f"state: delegating with task-1 in the panel:\n{newest_panel()}",
+        )
         panel = panel_of(markers[-1])
         print("monitor panel:\n" + panel.text)
         assert "venus: hello there" in panel.text
@@ -287,7 +202,11 @@ def test_monitor_shows_the_session_in_markers_and_diagnostics(graph: Graph, tmp_
         (light,) = [m for m in markers[-1].markers if m.type == Marker.SPHERE]
         assert light.pose.position.z > panel.pose.position.z
 
-        assert graph.spin_until(lambda: newest_status("venus_ros/tasks").get("state.RUNNING"), 5.0)
+        probe.wait_for(
+            lambda: bool(newest_status("venus_ros/tasks").get("state.RUNNING")),
+            5.0,
+            "a RUNNING task in the diagnostics",
+        )
         status = statuses(diagnostics[-1])
         assert set(status) == {
             "venus_ros/session",
@@ -309,14 +228,20 @@ def test_monitor_shows_the_session_in_markers_and_diagnostics(graph: Graph, tmp_
         event("unit_stats", {"unit": 1, "compute_s": "slow"})
         event("frontend_error", {"unit": 1, "error": "RuntimeError", "message": "boom"})
         event("user_text", {"unit": 1, "text": "after the storm"})
-        assert graph.spin_until(lambda: "after the storm" in newest_panel(), 5.0), newest_panel()
-        assert graph.spin_until(
-            lambda: newest_status("venus_ros/errors").get("malformed_records") == "3", 5.0
+        probe.wait_for(
+            lambda: "after the storm" in newest_panel(),
+            5.0,
+            lambda: f"the next user text in the panel:\n{newest_panel()}",
+        )
+        probe.wait_for(
+            lambda: newest_status("venus_ros/errors").get("malformed_records") == "3",
+            5.0,
+            "3 malformed records in the diagnostics",
         )
         errors = statuses(diagnostics[-1])["venus_ros/errors"]
         assert errors.level == DiagnosticStatus.ERROR  # the frontend error
         assert kv(errors)["frontend_errors"] == "1"
     finally:
-        code = stop(monitor)
-    assert code == 0, monitor.stderr
-    assert "malformed timeline record" in monitor.stderr
+        code = monitor.stop(STOP_TIMEOUT_S)
+    assert code == 0, monitor.err()
+    assert "malformed timeline record" in monitor.err()

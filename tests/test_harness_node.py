@@ -1,13 +1,8 @@
-"""harness_node as a real process, driven by a Delegate action client in this process."""
+"""harness_node as a real process, driven by a Delegate action client on a probe node here."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -15,35 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import rclpy
 from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.task import Future
+from rosproc import Probe, start_node
 
 from venus_interfaces.action import Delegate
 from venus_interfaces.msg import TaskStatus, TimelineEvent
 from venus_ros.nodes.qos import TOPICS, reliable
 
-ROOT = Path(__file__).resolve().parents[1]
 WAIT_S = 10.0
-
-
-def _env() -> dict[str, str]:
-    env = os.environ.copy()  # carries ROS_AUTOMATIC_DISCOVERY_RANGE and ROS_DOMAIN_ID
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def start_harness(log: Path, *ros_args: str) -> subprocess.Popen[bytes]:
-    args = [sys.executable, "-m", "venus_ros.nodes.harness"]
-    if ros_args:
-        args += ["--ros-args", *ros_args]
-    with open(log, "wb") as out:
-        return subprocess.Popen(args, cwd=ROOT, env=_env(), stdout=out, stderr=subprocess.STDOUT)
 
 
 @dataclass
@@ -67,46 +44,27 @@ class Run:
 
 
 class Client:
-    """A test node with its own Context and executor (spinning on a thread of its own)."""
+    """A Delegate action client and the harness's topics, on a probe node (spun while waiting)."""
 
-    def __init__(self) -> None:
-        self.context = Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node("harness_test_client", context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.action = ActionClient(self.node, Delegate, TOPICS["delegate"])
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+        node = probe.node
+        self.action = ActionClient(node, Delegate, TOPICS["delegate"])
         self.statuses: list[TaskStatus] = []
         self.events: list[TimelineEvent] = []
-        self._cond = threading.Condition()
-        self.status_sub = self.node.create_subscription(
-            TaskStatus, TOPICS["task_status"], self._keep(self.statuses), reliable(100)
+        self.status_sub = node.create_subscription(
+            TaskStatus, TOPICS["task_status"], self.statuses.append, reliable(100)
         )
-        self.timeline_sub = self.node.create_subscription(
-            TimelineEvent, TOPICS["timeline"], self._keep(self.events), reliable(1000)
+        self.timeline_sub = node.create_subscription(
+            TimelineEvent, TOPICS["timeline"], self.events.append, reliable(1000)
         )
-        self.timeline_pub = self.node.create_publisher(
-            TimelineEvent, TOPICS["timeline"], reliable(1000)
-        )
-        self._thread = threading.Thread(target=self.executor.spin, name="test-spin", daemon=True)
-        self._thread.start()
-
-    def _keep(self, into: list[Any]) -> Callable[[Any], None]:
-        def keep(msg: Any) -> None:
-            with self._cond:
-                into.append(msg)
-                self._cond.notify_all()
-
-        return keep
+        self.timeline_pub = node.create_publisher(TimelineEvent, TOPICS["timeline"], reliable(1000))
 
     def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
-        with self._cond:
-            assert self._cond.wait_for(condition, timeout), f"timed out waiting for {what}"
+        self.probe.wait_for(condition, timeout, what)
 
     def wait(self, future: Future[Any], what: str, timeout: float = WAIT_S) -> Any:
-        done = threading.Event()
-        future.add_done_callback(lambda _: done.set())
-        assert done.wait(timeout), f"timed out waiting for {what}"
+        self.probe.wait_for(future.done, timeout, what)
         return future.result()
 
     def send(
@@ -119,9 +77,7 @@ class Client:
         feedback: list[Delegate.Feedback] = []
 
         def on_feedback(msg: Any) -> None:
-            with self._cond:
-                feedback.append(msg.feedback)
-                self._cond.notify_all()
+            feedback.append(msg.feedback)
 
         started = time.perf_counter()
         handle = self.wait(self.action.send_goal_async(goal, on_feedback), f"goal {query!r}")
@@ -143,26 +99,19 @@ class Client:
         return self.finish(run)
 
     def task_states(self, task_id: str) -> list[str]:
-        with self._cond:
-            payloads = [json.loads(e.payload_json) for e in self.events if e.kind == "task_state"]
+        payloads = [json.loads(e.payload_json) for e in self.events if e.kind == "task_state"]
         return [p["state"] for p in payloads if p.get("task_id") == task_id]
 
     def close(self) -> None:
-        self.executor.shutdown()
-        self._thread.join(WAIT_S)
         self.action.destroy()
-        self.node.destroy_node()
-        rclpy.try_shutdown(context=self.context)
 
 
 @pytest.fixture(scope="module")
-def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
-    log = tmp_path_factory.mktemp("harness") / "harness.log"
-    process = start_harness(log)
-    client = Client()
+def harness(module_probe: Probe, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+    process = module_probe.start("harness", tmp_path_factory.mktemp("harness"))
+    client = Client(module_probe)
     try:
-        if not client.action.wait_for_server(timeout_sec=WAIT_S):
-            pytest.fail(f"no Delegate server:\n{log.read_text(errors='replace')}")
+        client.wait_until(client.action.server_is_ready, "a Delegate server")
         client.wait_until(
             lambda: (
                 client.status_sub.get_publisher_count() >= 1
@@ -176,13 +125,8 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
         yield client
     finally:
         client.close()
-        process.send_signal(signal.SIGINT)
-        try:
-            code = process.wait(WAIT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            code = process.wait(WAIT_S)
-        output = log.read_text(errors="replace")
+        code = process.stop(WAIT_S)
+        output = process.log()
         assert code == 0, f"harness_node exited {code} on SIGINT:\n{output}"
         assert "Traceback" not in output, output
 
@@ -299,15 +243,9 @@ def test_many_goals_run_at_once_and_all_round_trip(harness: Client) -> None:
 
 
 def test_an_unknown_tool_in_config_stops_the_node_with_exit_2(tmp_path: Path) -> None:
-    log = tmp_path / "bad.log"
-    process = start_harness(log, "-p", "tools:=[calculator, shell]")
-    try:
-        code = process.wait(WAIT_S * 2)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(WAIT_S)
-    output = log.read_text(errors="replace")
+    process = start_node("harness", tmp_path, "tools:=[calculator, shell]")
+    code = process.wait(WAIT_S * 2)
+    output = process.log()
     assert code == 2, output
     assert "configuration error" in output and "unknown tool(s) 'shell'" in output
     assert "Traceback" not in output
