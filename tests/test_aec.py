@@ -10,15 +10,12 @@ what was measured (figures in the asserts' comments, measured on seeds 0-4).
 from __future__ import annotations
 
 import math
-import shutil
-import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-import soundfile as sf
 import soxr
+from speech import espeak
 
 from venus_ros.audio.aec import (
     APM_LATENCY_SAMPLES,
@@ -38,19 +35,11 @@ ASSISTANT_TEXT = (
 USER_TEXT = "Excuse me, could you stop for a moment? I have a question about the train."
 
 
-def _espeak(path: Path, voice: str, text: str) -> tuple[np.ndarray, int]:
-    subprocess.run(["espeak-ng", "-v", voice, "-w", str(path), text], check=True)
-    samples, rate = sf.read(path, dtype="float32")
-    return samples, rate
-
-
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.ndarray | int]:
-    if shutil.which("espeak-ng") is None:
-        pytest.skip("espeak-ng missing: apt-get install espeak-ng")
     folder = tmp_path_factory.mktemp("aec_speech")
-    assistant, native_rate = _espeak(folder / "assistant.wav", "en-us", ASSISTANT_TEXT)
-    user, user_rate = _espeak(folder / "user.wav", "en-gb+f3", USER_TEXT)
+    assistant, native_rate = espeak(ASSISTANT_TEXT, folder / "assistant.wav", "en-us")
+    user, user_rate = espeak(USER_TEXT, folder / "user.wav", "en-gb+f3")
     return {
         "assistant_native": assistant,
         "native_rate": native_rate,

@@ -21,7 +21,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERED_PACKAGES = ("core", "harness", "audio", "memory", "eval")
-FORBIDDEN = ("rclpy", "torch", "onnxruntime", "transformers", "tensorrt", "cv2")
+FORBIDDEN = (
+    "rclpy",
+    "torch",
+    "onnxruntime",
+    "transformers",
+    "tensorrt",
+    "cv2",
+    "livekit",
+    "faster_whisper",
+    "ctranslate2",
+    "piper",
+)
 
 
 def layered_dirs() -> list[Path]:

