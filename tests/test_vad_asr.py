@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from venus_ros.audio.asr import (
     resolve_whisper_model,
 )
 from venus_ros.audio.vad import FRAME_SAMPLES, ModelPackageMissing, SileroVad, VadEvent
+from venus_ros.bench.speech import stream_transcripts
 
 RATE = 16000
 TOLERANCE = int(0.100 * RATE)  # VAD boundaries within 100 ms of the truth
@@ -332,36 +332,6 @@ def test_missing_model_packages_are_named(monkeypatch: pytest.MonkeyPatch) -> No
 # -- ASR --------------------------------------------------------------------------------------
 
 
-def stream(
-    vad: SileroVad,
-    seg: SegmentTranscriber,
-    signal: np.ndarray,
-    chunk: int = 1600,
-    speculate: bool = True,
-) -> list[tuple[Transcript, float]]:
-    """Feeds a signal through VAD and transcriber in mic-sized chunks (100 ms), passing the
-    VAD's pending end for speculation unless told not to.
-
-    Returns each transcript with the time, in seconds from the signal's start, at which it
-    would be ready if the chunks arrived in real time and one thread ran VAD + transcriber on
-    each chunk as it came (a chunk waits while the thread is busy).
-    """
-    vad.reset()
-    seg.reset()
-    out: list[tuple[Transcript, float]] = []
-    busy_until = 0.0
-    for i in range(0, signal.size, chunk):
-        part = signal[i : i + chunk]
-        t0 = time.perf_counter()
-        events = vad.process(part)
-        got = seg.feed(part, events, vad.pending_end if speculate else None)
-        busy_until = max(busy_until, (i + part.size) / RATE) + time.perf_counter() - t0
-        out.extend((t, busy_until) for t in got)
-    got = seg.feed(np.zeros(0, np.float32), vad.flush()) + seg.flush()
-    out.extend((t, busy_until) for t in got)
-    return out
-
-
 def test_asr_word_error_rate_latency_and_timestamps(
     vad: SileroVad, asr: WhisperAsr, scenes: list[Scene], memory: dict[str, float], capsys: Any
 ) -> None:
@@ -369,7 +339,9 @@ def test_asr_word_error_rate_latency_and_timestamps(
     before = asr.meter.reading()
     refs, hyps, latency, compute, audio = [], [], [], 0.0, 0.0
     for sc in scenes:
-        finals = [(t, ready) for t, ready in stream(vad, seg, sc.signal) if t.kind == "final"]
+        finals = [
+            (t, ready) for t, ready in stream_transcripts(vad, seg, sc.signal) if t.kind == "final"
+        ]
         assert len(finals) == 1, (sc.text, finals)
         final, ready = finals[0]
         refs.append(sc.text)
@@ -391,7 +363,7 @@ def test_asr_word_error_rate_latency_and_timestamps(
     plain = SegmentTranscriber(asr)
     latency_plain = []
     for sc in scenes[::2]:
-        ((final, ready),) = [x for x in stream(vad, plain, sc.signal, speculate=False)]
+        ((final, ready),) = [x for x in stream_transcripts(vad, plain, sc.signal, speculate=False)]
         latency_plain.append(ready - sc.end / RATE)
     rate = wer(refs, hyps)
     report(
@@ -451,7 +423,7 @@ def test_asr_long_utterance_is_cut_into_pieces(
     assert speech.size > 38 * RATE
     sc = scene(speech, " ".join(texts), RATE // 2)
     seg = SegmentTranscriber(asr, max_segment_s=15.0)
-    results = [t for t, _ in stream(vad, seg, sc.signal)]
+    results = [t for t, _ in stream_transcripts(vad, seg, sc.signal)]
     pieces = [t for t in results if t.kind == "piece"]
     finals = [t for t in results if t.kind == "final"]
     assert len(finals) == 1 and len(pieces) >= 2, [(t.kind, t.audio_s) for t in results]

@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--params-file", default="", help="parameter YAML (default: venus.yaml)")
 
     bench = commands.add_parser("bench", help="print performance figures")
-    bench.add_argument("suite", choices=["core", "ros"], help="what to measure")
+    bench.add_argument("suite", choices=["core", "ros", "speech"], help="what to measure")
     bench.add_argument("--minutes", type=float, default=60.0, help="core: simulated length")
     bench.add_argument("--seconds", type=float, default=60.0, help="ros: measuring window")
 
@@ -107,10 +107,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     params_file=args.params_file,
                 )
             )
-        from venus_ros.bench import bench_core, bench_ros
-
         if args.suite == "ros":
+            from venus_ros.bench.ros import bench_ros
+
             return bench_ros(seconds=args.seconds)
+        if args.suite == "speech":
+            from venus_ros.bench.speech import bench_speech
+
+            return bench_speech()
+        from venus_ros.bench.core import bench_core
+
         return bench_core(minutes=args.minutes)
     except (FrontendError, InputError, OSError, ValueError) as exc:
         print(f"venus-ros {args.command}: {exc}", file=sys.stderr)
