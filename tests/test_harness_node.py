@@ -247,5 +247,5 @@ def test_an_unknown_tool_in_config_stops_the_node_with_exit_2(tmp_path: Path) ->
     code = process.wait(WAIT_S * 2)
     output = process.log()
     assert code == 2, output
-    assert "configuration error" in output and "unknown tool(s) 'shell'" in output
+    assert "configuration error" in output and "no entry under tools is called 'shell'" in output
     assert "Traceback" not in output

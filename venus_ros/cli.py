@@ -49,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     record.add_argument("--topics", nargs="+", default=[], help="only these (default: all)")
     record.add_argument("--namespace", default="", help="namespace of the graph to record")
 
+    tasks = commands.add_parser("tasks", help="list the harness's task journal")
+    tasks.add_argument("--db", default="", help="journal file (default: the harness's own)")
+    tasks.add_argument("--verbose", action="store_true", help="every transition too")
+
     run = commands.add_parser(
         "run", help="start the ROS 2 node set, each node in its own process (Ctrl-C stops)"
     )
@@ -91,6 +95,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             spec = f"scripted:{sample_path('script.yaml')}"
             return _replay(sample_path("input.wav"), None, spec, args.out)
+        if args.command == "tasks":
+            from venus_ros.harness.journal import JournalError, default_journal_path, format_journal
+
+            try:
+                print(format_journal(args.db or default_journal_path(), verbose=args.verbose))
+            except JournalError as exc:
+                print(f"venus-ros tasks: {exc}", file=sys.stderr)
+                return 2
+            return 0
         if args.command == "run":
             from venus_ros.launcher import RunOptions, run as run_nodes
 

@@ -16,6 +16,26 @@ is simply discarded).
 Transition callbacks run on the runner thread, in order, after each state change; they must be
 quick. Timestamps come from the injected :class:`~venus_ros.core.clock.Clock`; timeouts are real
 time on the loop.
+
+With a :class:`~venus_ros.harness.journal.Journal`, every task is written when the runner picks
+it up and every transition before it happens: the journal row first, then the task's state in
+memory, then the listeners, then (for RUNNING) the tool. Only the runner thread writes. A
+failed journal write is logged and counted (:attr:`HarnessRunner.journal_errors`) and the task
+goes on: a full disk must not stop the robot answering, it only costs crash safety.
+
+After a restart, :meth:`HarnessRunner.recover` applies these rules to what the journal holds:
+
+- QUEUED or RUNNING, tool idempotent (now and when the task was journaled), arguments intact
+  and still valid: re-run, under the same id (a history entry says so).
+- QUEUED or RUNNING otherwise: FAILED, "interrupted by a harness restart" (plus "before it
+  started" for QUEUED, or "(it may already have taken effect)" for a side-effecting or no
+  longer known tool). A non-idempotent tool is never started again: its requester's Delegate
+  goal died with the old process, so nothing could cancel it any more.
+- CANCELLING: CANCELLED when the tool has no side effects (the cancel is what was asked);
+  otherwise FAILED, interrupted, as it may already have taken effect.
+- COMPLETED whose reply never left the harness (:meth:`HarnessRunner.hand_off` was not called
+  and it never entered DELIVERING): kept for delivery (:meth:`HarnessRunner.undelivered`), or,
+  older than ``stale_after_s``, FAILED as stale rather than spoken as if fresh.
 """
 
 from __future__ import annotations
@@ -33,7 +53,9 @@ from typing import Any
 
 from venus_ros.core.clock import Clock
 from venus_ros.core.timeline import TimelineView
-from venus_ros.harness.tasks import Task, TaskState
+from venus_ros.harness.journal import Journal, JournalError, JournalRow
+from venus_ros.harness.progress import clamp_fraction, progress_to
+from venus_ros.harness.tasks import TRANSITIONS, InvalidTransition, Task, TaskState
 from venus_ros.harness.tools import (
     ArgumentError,
     Tool,
@@ -48,6 +70,8 @@ log = logging.getLogger("venus_ros.harness")
 
 #: ``callback(task, old_state, new_state)``; ``old_state`` is None for the initial QUEUED.
 TransitionCallback = Callable[[Task, "TaskState | None", TaskState], None]
+#: ``callback(task, fraction, message)`` when a running tool reports progress (runner thread).
+ProgressCallback = Callable[[Task, float, str], None]
 #: ``router(query) -> (tool_name, args) | None``.
 Router = Callable[[str], "tuple[str, dict[str, Any]] | None"]
 
@@ -55,6 +79,10 @@ Router = Callable[[str], "tuple[str, dict[str, Any]] | None"]
 NO_TOOL_REASON = "no tool can answer this yet"
 #: The FAILED reason prefix when the runner shuts down under a task.
 SHUTDOWN_REASON = "interrupted: the harness shut down"
+#: The FAILED reason prefix of an unsettled task found in the journal after a restart.
+INTERRUPTED_REASON = "interrupted by a harness restart"
+#: Appended to a FAILED reason when a side-effecting tool may have acted before it stopped.
+MAY_HAVE_ACTED = " (it may already have taken effect)"
 #: The note on a side-effecting task that completed although a cancel was requested.
 ALREADY_DONE_NOTE = "That had already been done when the cancel came"
 #: Tool results with more text than this fail instead of being spoken.
@@ -72,6 +100,25 @@ class _Control:
     tool: Tool | None = None
     job: asyncio.Task[None] | None = None
     tool_job: asyncio.Task[ToolResult] | None = None
+    #: its reply left the harness (Delegate result sent, or offered for delivery)
+    handed_off: bool = False
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What :meth:`HarnessRunner.recover` did with the journal's unfinished business.
+
+    Attributes:
+        rerun: tasks being run again (settle futures as usual; no Delegate goal waits on them).
+        failed: unsettled tasks now FAILED (interrupted), and undelivered ones too stale.
+        cancelled: tasks that were CANCELLING, now CANCELLED.
+        undelivered: COMPLETED tasks whose reply never left the harness, oldest first.
+    """
+
+    rerun: tuple[Task, ...] = ()
+    failed: tuple[Task, ...] = ()
+    cancelled: tuple[Task, ...] = ()
+    undelivered: tuple[Task, ...] = ()
 
 
 class HarnessRunner:
@@ -83,8 +130,12 @@ class HarnessRunner:
         max_concurrent: at most this many tasks are RUNNING at once; others wait QUEUED.
         router: picks a tool for a query when :meth:`submit` is not told one.
         listeners: transition callbacks (more with :meth:`add_listener`).
+        progress_listeners: called when a running tool reports progress
+            (:func:`venus_ros.harness.progress.report_progress`); ``task.progress`` is updated.
         max_retained: settled tasks beyond this many (oldest first) are forgotten.
         name: names the thread (``<name>-loop``) for logs and debuggers.
+        journal: write every task and transition there first (the caller opens and closes
+            it); call :meth:`recover` once to resume what a previous process left.
 
     Use as a context manager, or call :meth:`close`.
     """
@@ -97,8 +148,10 @@ class HarnessRunner:
         max_concurrent: int = 4,
         router: Router = route,
         listeners: Iterable[TransitionCallback] = (),
+        progress_listeners: Iterable[ProgressCallback] = (),
         max_retained: int = 1024,
         name: str = "harness",
+        journal: Journal | None = None,
     ) -> None:
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
@@ -109,10 +162,15 @@ class HarnessRunner:
         self._clock = clock
         self._router = router
         self._listeners: tuple[TransitionCallback, ...] = tuple(listeners)
+        self._progress_listeners: tuple[ProgressCallback, ...] = tuple(progress_listeners)
         self._max_retained = int(max_retained)
         self._controls: OrderedDict[str, _Control] = OrderedDict()
         self._lock = threading.Lock()
         self._closed = False
+        self._journal = journal
+        self._recovered = False
+        #: journal writes that failed (each logged); the tasks went on regardless
+        self.journal_errors = 0
         self._loop = asyncio.new_event_loop()
         self._semaphore = asyncio.Semaphore(self.max_concurrent)
         self._thread = threading.Thread(target=self._serve, name=f"{name}-loop", daemon=True)
@@ -235,6 +293,81 @@ class HarnessRunner:
             self._loop.call_soon_threadsafe(self._advance, control, state, reason, result)
         return result
 
+    def hand_off(self, task_id: str, via: str = "delegate_result") -> bool:
+        """Record that a COMPLETED task's reply left the harness (e.g. in a Delegate result),
+        so a restart does not offer it again; returns at once.
+
+        Returns:
+            False for an unknown (or forgotten) task or a closed runner.
+        """
+        with self._lock:
+            control = self._controls.get(task_id)
+            if control is None or self._closed:
+                return False
+            self._loop.call_soon_threadsafe(self._hand_off, control, via)
+        return True
+
+    def undelivered(self) -> list[Task]:
+        """COMPLETED tasks whose reply has not left the harness yet, oldest first.
+
+        After :meth:`recover`, these include the replies a previous process completed but
+        never handed off; the caller offers them (and moves them to DELIVERING with
+        :meth:`advance`, which also marks them handed off).
+        """
+        with self._lock:
+            return [
+                c.task
+                for c in self._controls.values()
+                if c.task.state is TaskState.COMPLETED and not c.handed_off
+            ]
+
+    def recover(
+        self,
+        evidence: Callable[[int], TimelineView] | None = None,
+        *,
+        stale_after_s: float | None = None,
+        timeout: float = 10.0,
+    ) -> Recovery:
+        """Resolve what the journal holds from a previous process (rules: module docstring).
+
+        Call once, before submitting work. Recovered tasks join :meth:`tasks` (transitions go
+        to the listeners as usual; a re-run first records a resume with the same state).
+
+        Args:
+            evidence: ``evidence(cutoff_seq)``, the view a re-run tool gets; an empty view when
+                None (the old process's evidence mirror died with it).
+            stale_after_s: undelivered replies completed longer ago than this (Unix time, from
+                the journal) end FAILED instead of being offered; None keeps them all.
+            timeout: how long to wait for the runner thread.
+
+        Returns:
+            What was done; an empty :class:`Recovery` without a journal.
+
+        Raises:
+            RuntimeError: if called twice, on a closed runner, or from the runner thread.
+            JournalError: if the journal cannot be read.
+        """
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("HarnessRunner.recover() called from its own thread")
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the harness runner is closed")
+            if self._recovered:
+                raise RuntimeError("HarnessRunner.recover() may only be called once")
+            self._recovered = True
+        if self._journal is None:
+            return Recovery()
+        done: concurrent.futures.Future[Recovery] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                done.set_result(self._recover(evidence, stale_after_s))
+            except BaseException as exc:
+                done.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(run)
+        return done.result(timeout)
+
     def close(self, timeout: float = 5.0) -> None:
         """Cancel every task, await them, stop the loop and join the thread. Idempotent.
 
@@ -302,6 +435,7 @@ class HarnessRunner:
         except Exception as exc:  # a router bug must not take the runner down
             log.exception("harness: routing task %s failed", task.id)
             problem = f"routing failed: {type(exc).__name__}: {exc}"
+        self._journaled(lambda j: j.record_task(task, control.tool))
         self._notify(task, None, TaskState.QUEUED)
         if problem:
             self._fail(control, problem)
@@ -312,16 +446,27 @@ class HarnessRunner:
         control.job = job
         job.add_done_callback(lambda j: self._job_done(control, j))
 
-    async def _execute(self, control: _Control, evidence: TimelineView) -> None:
+    async def _execute(
+        self, control: _Control, evidence: TimelineView, rerun: bool = False
+    ) -> None:
         task, tool = control.task, control.tool
         assert tool is not None
         async with self._semaphore:
-            if task.state is not TaskState.QUEUED:
+            if task.state is TaskState.QUEUED:
+                self._move(control, TaskState.RUNNING, f"running {tool.name}")
+            elif rerun and task.state is TaskState.RUNNING:
+                self._resume(control, f"re-running {tool.name} after a harness restart")
+            elif rerun and task.state is TaskState.CANCELLING:
+                self._move(control, TaskState.CANCELLED, "cancelled before it was re-run")
                 return
-            self._move(control, TaskState.RUNNING, f"running {tool.name}")
-            tool_job = self._loop.create_task(
-                tool.run(dict(task.args), evidence), name=f"harness-tool-{tool.name}-{task.id}"
-            )
+            else:
+                return
+            # The tool's task inherits this context: its report_progress() lands in _progress.
+            with progress_to(lambda fraction, message: self._progress(control, fraction, message)):
+                tool_job = self._loop.create_task(
+                    tool.run(dict(task.args), evidence),
+                    name=f"harness-tool-{tool.name}-{task.id}",
+                )
             control.tool_job = tool_job
             try:
                 done, _ = await asyncio.wait({tool_job}, timeout=tool.timeout_s)
@@ -429,19 +574,159 @@ class HarnessRunner:
             if not control.task.state.settled:
                 self._fail(control, SHUTDOWN_REASON)
 
+    def _hand_off(self, control: _Control, via: str) -> None:
+        if control.handed_off:
+            return
+        control.handed_off = True
+        self._journaled(lambda j: j.mark_handed_off(control.task.id, via))
+
+    def _recover(
+        self, evidence: Callable[[int], TimelineView] | None, stale_after_s: float | None
+    ) -> Recovery:
+        """Runner thread: load the journal's unfinished tasks and resolve them (see module)."""
+        journal = self._journal
+        assert journal is not None
+        pending, undelivered = journal.pending(), journal.undelivered()
+        rerun: list[Task] = []
+        failed: list[Task] = []
+        cancelled: list[Task] = []
+        offered: list[Task] = []
+        now = journal.wall()
+        for row in pending:
+            control = self._adopt(row)
+            if control is None:
+                continue
+            task, tool = control.task, control.tool
+            if task.state is TaskState.CANCELLING:
+                if tool is not None and not tool.side_effects:
+                    reason = f"{INTERRUPTED_REASON} while cancelling"
+                    self._move(control, TaskState.CANCELLED, reason)
+                    cancelled.append(task)
+                else:
+                    self._fail(control, f"{INTERRUPTED_REASON} while cancelling{MAY_HAVE_ACTED}")
+                    failed.append(task)
+            elif self._rerunnable(row, tool):
+                assert tool is not None
+                view = evidence(task.cutoff_seq) if evidence else TimelineView((), task.cutoff_seq)
+                if task.state is TaskState.QUEUED:
+                    self._resume(control, "queued again after a harness restart")
+                job = self._loop.create_task(
+                    self._execute(control, view, rerun=True), name=f"harness-task-{task.id}"
+                )
+                control.job = job
+                job.add_done_callback(lambda j, c=control: self._job_done(c, j))
+                rerun.append(task)
+            else:
+                reason = INTERRUPTED_REASON
+                if task.state is TaskState.QUEUED:
+                    reason += " before it started"
+                elif tool is None or tool.side_effects:
+                    reason += MAY_HAVE_ACTED
+                self._fail(control, reason)
+                failed.append(task)
+        for row in undelivered:
+            control = self._adopt(row)
+            if control is None:
+                continue
+            age = now - row.updated_t
+            if stale_after_s is not None and age > stale_after_s:
+                self._fail(
+                    control,
+                    f"stale: completed {age:.0f} s before the harness restarted, not delivered",
+                )
+                failed.append(control.task)
+            else:
+                offered.append(control.task)
+        log.info(
+            "harness: recovered from %s: %d re-run, %d failed, %d cancelled, %d undelivered",
+            journal.path,
+            len(rerun),
+            len(failed),
+            len(cancelled),
+            len(offered),
+        )
+        return Recovery(tuple(rerun), tuple(failed), tuple(cancelled), tuple(offered))
+
+    def _adopt(self, row: JournalRow) -> _Control | None:
+        """A journaled task back under the runner's control (None if its id is taken)."""
+        task = row.to_task()
+        control = _Control(task, concurrent.futures.Future())
+        try:
+            control.tool = self.registry.get(row.tool) if row.tool else None
+        except UnknownToolError:
+            control.tool = None
+        if task.state.settled:
+            control.future.set_result(task)
+        with self._lock:
+            if task.id in self._controls:
+                log.warning("harness: journaled task %s is already known; left alone", task.id)
+                return None
+            self._controls[task.id] = control
+            self._forget_old()
+        return control
+
+    def _rerunnable(self, row: JournalRow, tool: Tool | None) -> bool:
+        if tool is None or not (tool.idempotent and row.idempotent) or row.redacted:
+            return False
+        try:
+            tool.validate(row.args)
+        except ArgumentError:
+            return False
+        return True
+
     def _fail(self, control: _Control, reason: str) -> None:
         control.task.error = reason
         self._move(control, TaskState.FAILED, reason)
 
     def _move(self, control: _Control, state: TaskState, reason: str) -> TaskState:
+        """Journal the transition, then make it, then tell the listeners."""
         task = control.task
-        old = task.transition(state, self._clock.now(), reason)
+        old = task.state
+        if state not in TRANSITIONS[old]:
+            raise InvalidTransition(task.id, old, state)
+        t = self._clock.now()
         if state.settled:
             task.progress = 1.0
+        self._journaled(lambda j: j.record_transition(task, old, state, t, reason))
+        task.transition(state, t, reason)
+        if state in (TaskState.DELIVERING, TaskState.DELIVERED):
+            control.handed_off = True
+        elif state is TaskState.COMPLETED:
+            control.handed_off = False
         self._notify(task, old, state)
         if state.settled and not control.future.done():
             control.future.set_result(task)
         return old
+
+    def _resume(self, control: _Control, reason: str) -> None:
+        """A recovered task re-enters its state (journaled first, then listeners)."""
+        task = control.task
+        t = self._clock.now()
+        self._journaled(lambda j: j.record_transition(task, task.state, task.state, t, reason))
+        task.resume(t, reason)
+        self._notify(task, task.state, task.state)
+
+    def _journaled(self, write: Callable[[Journal], None]) -> None:
+        """Run one journal write; a failure is logged and counted, never raised."""
+        if self._journal is None:
+            return
+        try:
+            write(self._journal)
+        except JournalError as exc:
+            self.journal_errors += 1
+            if self.journal_errors == 1 or self.journal_errors % 100 == 0:
+                log.error("harness: journal write failed (%d so far): %s", self.journal_errors, exc)
+
+    def _progress(self, control: _Control, fraction: float, message: str) -> None:
+        task = control.task
+        if task.state is not TaskState.RUNNING:
+            return
+        task.progress = clamp_fraction(fraction)
+        for callback in self._progress_listeners:
+            try:
+                callback(task, task.progress, message)
+            except Exception:
+                log.exception("harness: a progress listener failed (task %s)", task.id)
 
     def _notify(self, task: Task, old: TaskState | None, new: TaskState) -> None:
         for callback in self._listeners:

@@ -12,6 +12,10 @@ same table::
 
 CANCELLING may end COMPLETED: a side-effecting tool may already have committed when the cancel
 arrived, and the task then says so instead of pretending it was cancelled.
+
+A task recovered from the journal after a harness restart may re-enter its own QUEUED or
+RUNNING state (:meth:`Task.resume`): a history entry that says it was picked up again, not a
+move, so the table above stays the whole lifecycle.
 """
 
 from __future__ import annotations
@@ -136,6 +140,19 @@ class Task:
         self.state = state
         self.history.append(Transition(state, float(t), reason))
         return old
+
+    def resume(self, t: float, reason: str) -> None:
+        """Re-enter the current state at session time ``t`` (a task recovered after a restart).
+
+        Only a QUEUED or RUNNING task may resume; the state does not change, the history gains
+        an entry with ``reason``.
+
+        Raises:
+            InvalidTransition: for a task in any other state.
+        """
+        if self.state not in (TaskState.QUEUED, TaskState.RUNNING):
+            raise InvalidTransition(self.id, self.state, self.state)
+        self.history.append(Transition(self.state, float(t), reason))
 
     @property
     def states(self) -> list[TaskState]:

@@ -71,6 +71,8 @@ class Tool:
         side_effects: True when running it changes the world (a message sent, an arm moved).
         cancellable: True when it may be interrupted; False means it runs to the end once
             started.
+        idempotent: True when running it twice has the same effect as running it once (a task
+            interrupted by a crash may then be run again).
     """
 
     name: str
@@ -80,6 +82,7 @@ class Tool:
     timeout_s: float = 5.0
     side_effects: bool = False
     cancellable: bool = True
+    idempotent: bool = False
     _validator: Any = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
@@ -93,6 +96,8 @@ class Tool:
             raise ValueError(f"tool {self.name}: invalid argument schema: {exc.message}") from exc
         if self.schema.get("type") != "object":
             raise ValueError(f"tool {self.name}: the argument schema must have type 'object'")
+        if self.idempotent and self.side_effects:
+            raise ValueError(f"tool {self.name}: a tool with side effects cannot be idempotent")
         object.__setattr__(self, "_validator", jsonschema.Draft202012Validator(dict(self.schema)))
 
     def validate(self, args: Any) -> dict[str, Any]:
@@ -214,6 +219,7 @@ def make_clock_tool(now: Callable[[tzinfo | None], datetime] | None = None) -> T
         schema=CLOCK_SCHEMA,
         run=run,
         timeout_s=2.0,
+        idempotent=True,
     )
 
 
@@ -387,6 +393,7 @@ def make_calculator_tool() -> Tool:
         schema=CALCULATOR_SCHEMA,
         run=run,
         timeout_s=2.0,
+        idempotent=True,
     )
 
 
@@ -396,7 +403,11 @@ ECHO_SCHEMA: Mapping[str, Any] = {"type": "object", "additionalProperties": Fals
 
 
 def make_echo_evidence_tool() -> Tool:
-    """The ``echo_evidence`` tool: what the evidence snapshot holds (proves the snapshot path)."""
+    """The ``echo_evidence`` tool: what the evidence snapshot holds (proves the snapshot path).
+
+    Not idempotent: the evidence mirror does not survive a harness restart, so a re-run would
+    count what the new process happens to have, not what the user had said at the cutoff.
+    """
 
     async def run(args: Mapping[str, Any], evidence: TimelineView) -> ToolResult:
         user_units = len(evidence.of_kind(Kind.USER_AUDIO))
@@ -446,7 +457,9 @@ TIMER_SCHEMA: Mapping[str, Any] = {
 def make_timer_tool() -> Tool:
     """The ``timer`` tool: runs until the time is up, then says so (a reminder that speaks).
 
-    The task stays RUNNING meanwhile; cancelling it stops the timer.
+    The task stays RUNNING meanwhile; cancelling it stops the timer. Not idempotent: after a
+    harness restart a running timer is not re-armed (its task ends FAILED, interrupted), since
+    nothing could cancel a re-armed timer whose Delegate goal died with the old process.
     """
 
     async def run(args: Mapping[str, Any], evidence: TimelineView) -> ToolResult:

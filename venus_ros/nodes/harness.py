@@ -11,6 +11,15 @@
 - ``task_status`` and ``timeline`` (out): a TaskStatus and a ``task_state`` TimelineEvent for
   every transition. Those events carry ``"source": "harness"`` in their payload and a seq of
   the harness's own event stream (not the frontend's), so the mirror skips them.
+- ``backend_reply`` (out): replies no Delegate goal waits for. Every task and transition is
+  journaled (:mod:`venus_ros.harness.journal`, parameter ``journal_path``) before it is acted
+  on; on start the node recovers what a previous process left (rules in
+  :mod:`venus_ros.harness.runner`). A COMPLETED task whose reply never left the old process
+  (its goal died with it) and a re-run task that completes are published here as a
+  BackendReply, once some subscriber (the frontend) has matched, and moved to DELIVERING; a
+  reply older than ``reply_max_age_s`` is dropped (FAILED, stale) rather than spoken as if
+  fresh. A Delegate result marks its reply handed off, so a restart never repeats it.
+  (DELIVERING -> DELIVERED on the frontend's playback acknowledgement is not wired yet.)
 
 No callback ever waits, so any number of goals run at once on any executor: a goal's task is
 submitted when the goal is accepted, the goal stays ACCEPTED (action status) while the task runs
@@ -27,6 +36,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -37,18 +47,27 @@ from rclpy.timer import Timer
 from std_msgs.msg import Header
 
 from venus_interfaces.action import Delegate
-from venus_interfaces.msg import TaskStatus, TimelineEvent
+from venus_interfaces.msg import BackendReply, TaskStatus, TimelineEvent
 from venus_ros.core.clock import Clock, MonotonicClock
 from venus_ros.core.timeline import Kind, Timeline
 from venus_ros.harness.evidence import EvidenceMirror, Outcome
+from venus_ros.harness.journal import SYNCHRONOUS, Journal, JournalError, default_journal_path
 from venus_ros.harness.polish import reply_text
 from venus_ros.harness.runner import HarnessRunner
 from venus_ros.harness.tasks import Task, TaskState
-from venus_ros.harness.tools import ToolRegistry, UnknownToolError
+from venus_ros.harness.toolconfig import (
+    RosToolEntry,
+    ToolConfigError,
+    build_registry,
+    load_tool_config,
+    make_router,
+)
+from venus_ros.harness.tools import Tool, UnknownToolError
 from venus_ros.nodes.convert import record_to_msg
 from venus_ros.nodes.params import ConfigError, declare_config, reject_unknown_overrides
 from venus_ros.nodes.qos import TOPICS, reliable
 from venus_ros.nodes.runtime import run_node
+from venus_ros.paths import share_path
 
 #: Queries longer than this are rejected at goal time (the span parser's limit too).
 MAX_QUERY_CHARS = 4000
@@ -66,9 +85,13 @@ HEARTBEAT_PERIOD_S = 0.5
 class HarnessConfig:
     """Parameters of harness_node."""
 
+    tools_file: str = field(
+        default="",
+        metadata={"help": "tool declarations (YAML); '' = the package's config/tools.yaml"},
+    )
     tools: tuple[str, ...] = field(
-        default=("clock", "calculator", "echo_evidence", "timer"),
-        metadata={"help": "names of the tools that may run (others are refused)"},
+        default=(),
+        metadata={"help": "names of the tools that may run; empty = the file's `enabled` list"},
     )
     max_concurrent: int = field(
         default=4, metadata={"help": "tasks running at once; more wait QUEUED"}
@@ -81,16 +104,39 @@ class HarnessConfig:
         default=0.5,
         metadata={"help": "how long a goal waits for its cutoff record to arrive on timeline, s"},
     )
+    journal_path: str = field(
+        default="",
+        metadata={
+            "help": "task journal (SQLite); '' = $XDG_STATE_HOME/venus_ros/harness[.<namespace>]"
+            ".sqlite3 (~/.local/state when unset); 'none' = no journal (a crash loses tasks)"
+        },
+    )
+    journal_synchronous: str = field(
+        default="NORMAL",
+        metadata={
+            "help": "NORMAL: a transition survives a killed process; FULL: fsync each one, "
+            "survives power loss too (slower)"
+        },
+    )
+    reply_max_age_s: float = field(
+        default=120.0,
+        metadata={"help": "undelivered replies older than this at start are dropped, not spoken"},
+    )
 
     def __post_init__(self) -> None:
         if self.max_concurrent < 1:
             raise ValueError(f"max_concurrent must be >= 1, got {self.max_concurrent}")
-        if not self.tools:
-            raise ValueError("tools must name at least one tool")
         if not self.session_id:
             raise ValueError("session_id must not be empty")
         if not 0.0 <= self.evidence_wait_s <= 10.0:
             raise ValueError(f"evidence_wait_s must be in [0, 10], got {self.evidence_wait_s}")
+        if self.journal_synchronous.upper() not in SYNCHRONOUS:
+            raise ValueError(
+                f"journal_synchronous must be one of {', '.join(SYNCHRONOUS)}, "
+                f"got {self.journal_synchronous!r}"
+            )
+        if not self.reply_max_age_s > 0:
+            raise ValueError(f"reply_max_age_s must be > 0, got {self.reply_max_age_s}")
 
 
 @dataclass(eq=False)
@@ -122,23 +168,30 @@ class HarnessNode(Node):
         super().__init__("harness_node")
         self.config = declare_config(self, HarnessConfig)
         reject_unknown_overrides(self)
-        try:
-            registry = ToolRegistry.builtins(self.config.tools)
-        except UnknownToolError as exc:
-            raise ConfigError(f"parameter 'tools': {exc}") from exc
         _forward_logs(self)
+        self._group = ReentrantCallbackGroup()  # ROS tools' clients use it too
+        try:
+            path = self.config.tools_file or str(share_path("config/tools.yaml"))
+            tool_config = load_tool_config(path)
+            if self.config.tools:
+                tool_config = tool_config.with_enabled(self.config.tools)
+            registry = build_registry(tool_config, ros_factory=self._ros_tool)
+        except (FileNotFoundError, ToolConfigError, UnknownToolError, ValueError) as exc:
+            raise ConfigError(f"parameters 'tools_file'/'tools': {exc}") from exc
+        self._journal = self._open_journal()
         self._session_clock = clock or MonotonicClock()
         self._mirror = EvidenceMirror()
         self._events = Timeline(self._session_clock)
         self._lock = threading.Lock()
         self._goals: dict[str, _Goal] = {}  # accepted, result not sent yet
         self._cancel_early: set[str] = set()  # cancel requests that beat their goal's accept
-        self._group = ReentrantCallbackGroup()
+        self._offers: dict[str, Task] = {}  # replies for backend_reply, waiting for a subscriber
         self._timer: Timer | None = None  # exists only while some goal waits
         self._status_pub = self.create_publisher(TaskStatus, TOPICS["task_status"], reliable(100))
         self._timeline_pub = self.create_publisher(
             TimelineEvent, TOPICS["timeline"], reliable(1000)
         )
+        self._reply_pub = self.create_publisher(BackendReply, TOPICS["backend_reply"], reliable(20))
         # Liveness for the frontend: a killed process sends no goodbye, and DDS would only
         # notice after its lease (~20 s); a missing heartbeat is noticed in ~2 s.
         heartbeat = self.create_publisher(Header, TOPICS["heartbeat"], reliable(1))
@@ -154,8 +207,20 @@ class HarnessNode(Node):
             registry,
             self._session_clock,
             max_concurrent=self.config.max_concurrent,
+            router=make_router(tool_config, registry),
             listeners=[self._on_transition],
+            progress_listeners=[self._on_progress],
+            journal=self._journal,
         )
+        try:
+            recovery = self._runner.recover(
+                self._mirror.snapshot, stale_after_s=self.config.reply_max_age_s
+            )
+        except (JournalError, RuntimeError, concurrent.futures.TimeoutError) as exc:
+            self._runner.close()
+            raise ConfigError(f"parameter 'journal_path': recovery failed: {exc}") from exc
+        for task in recovery.undelivered:
+            self._offer(task)
         self._server = ActionServer(
             self,
             Delegate,
@@ -166,9 +231,13 @@ class HarnessNode(Node):
             cancel_callback=self._on_cancel,
             callback_group=self._group,
         )
+        journal = str(self._journal.path) if self._journal is not None else "none"
         self.get_logger().info(
             f"harness ready: tools {', '.join(registry.names)}, "
-            f"{self.config.max_concurrent} at once, session {self.config.session_id!r}"
+            f"{self.config.max_concurrent} at once, session {self.config.session_id!r}, "
+            f"journal {journal} (recovered: {len(recovery.rerun)} re-run, "
+            f"{len(recovery.failed)} failed, {len(recovery.cancelled)} cancelled, "
+            f"{len(recovery.undelivered)} undelivered)"
         )
 
     @property
@@ -177,8 +246,54 @@ class HarnessNode(Node):
         return self._runner
 
     def close(self) -> None:
-        """Stop the runner: running tasks end FAILED (interrupted)."""
+        """Stop the runner (running tasks end FAILED, interrupted) and close the journal."""
         self._runner.close()
+        if self._journal is not None:
+            self._journal.close()
+
+    def _open_journal(self) -> Journal | None:
+        spec = self.config.journal_path.strip()
+        if spec.lower() == "none":
+            self.get_logger().warning("journal_path is 'none': a crash loses every task")
+            return None
+        path = Path(spec).expanduser() if spec else default_journal_path(self.get_namespace())
+        try:
+            return Journal(path, synchronous=self.config.journal_synchronous)
+        except JournalError as exc:
+            raise ConfigError(f"parameter 'journal_path': {exc}") from exc
+
+    # --- replies with no goal waiting: backend_reply ---------------------------------------
+
+    def _offer(self, task: Task) -> None:
+        """Publish the task's reply on backend_reply once a subscriber has matched (any thread).
+
+        Until then it waits (a message published before discovery matched would be lost); if
+        none ever matches it stays undelivered in the journal and the next start offers it.
+        """
+        with self._lock:
+            self._offers[task.id] = task
+            self._ensure_timer()
+
+    def _publish_offers(self, offers: list[Task]) -> None:
+        for task in offers:
+            text = reply_text(task)
+            if not text.strip():  # nothing to say: done with it
+                self._runner.hand_off(task.id, "nothing to say")
+                continue
+            self._reply_pub.publish(
+                BackendReply(
+                    header=Header(stamp=self.get_clock().now().to_msg()),
+                    task_id=task.id,
+                    session_id=task.session_id,
+                    turn_id=max(0, int(task.turn_id)),
+                    evidence_cutoff_seq=max(0, int(task.cutoff_seq)),
+                    text=text,
+                    topic=task.tool,
+                )
+            )
+            self._runner.advance(
+                task.id, TaskState.DELIVERING, "offered on backend_reply: no Delegate goal waits"
+            )
 
     # --- timeline in -------------------------------------------------------------------------
 
@@ -306,7 +421,12 @@ class HarnessNode(Node):
         started: list[tuple[str, concurrent.futures.Future[Task] | None]] = []
         late: list[tuple[str, int]] = []
         results: list[_Goal] = []
+        offers: list[Task] = []
+        listening = self._reply_pub.get_subscription_count() > 0
         with self._lock:
+            if listening and self._offers:
+                offers = list(self._offers.values())
+                self._offers.clear()
             for task_id, goal in self._goals.items():
                 cutoff = int(goal.handle.request.evidence_cutoff_seq)
                 if goal.wait_until is not None and (cutoff <= last or goal.wait_until <= now):
@@ -319,7 +439,7 @@ class HarnessNode(Node):
                 ):
                     goal.send_by = None
                     results.append(goal)
-            waiting = any(
+            waiting = bool(self._offers) or any(
                 g.wait_until is not None or g.send_by is not None for g in self._goals.values()
             )
             if not waiting and self._timer is not None:
@@ -335,6 +455,7 @@ class HarnessNode(Node):
             self._watch(task_id, future)
         for goal in results:
             self._send_result(goal)
+        self._publish_offers(offers)
 
     def _ensure_timer(self) -> None:
         """Poll while some goal waits (caller holds the lock)."""
@@ -348,6 +469,7 @@ class HarnessNode(Node):
         task = goal.task
         assert task is not None
         if task.state is TaskState.COMPLETED:
+            self._runner.hand_off(task_id)  # the client has the reply: a restart must not repeat it
             goal_handle.succeed()
         elif task.state is TaskState.CANCELLED and goal_handle.is_cancel_requested:
             goal_handle.canceled()
@@ -371,20 +493,41 @@ class HarnessNode(Node):
 
     # --- transitions out (runner thread) -----------------------------------------------------
 
-    def _on_transition(self, task: Task, old: TaskState | None, new: TaskState) -> None:
-        if not self.context.ok():
-            return
-        reason = task.reason
+    def _ros_tool(self, name: str, entry: RosToolEntry) -> Tool:
+        """Builds a ros_action / ros_service tool from its config entry, owned by this node."""
+        from venus_ros.harness.ros_tools import ros_tool_factory
+
+        return ros_tool_factory(self, callback_group=self._group)(name, entry)
+
+    def _publish_status(self, task: Task, message: str) -> None:
         self._status_pub.publish(
             TaskStatus(
                 header=Header(stamp=self.get_clock().now().to_msg()),
                 task_id=task.id,
                 tool=task.tool,
-                state=new.value,
+                state=task.state.value,
                 progress=float(task.progress),
-                message=reason,
+                message=message,
             )
         )
+
+    def _on_progress(self, task: Task, fraction: float, message: str) -> None:
+        """A running tool reported progress: task status and the goal's feedback."""
+        if not self.context.ok():
+            return
+        self._publish_status(task, message)
+        with self._lock:
+            goal = self._goals.get(task.id)
+        if goal is not None:
+            goal.handle.publish_feedback(
+                Delegate.Feedback(state=task.state.value, progress=fraction, message=message)
+            )
+
+    def _on_transition(self, task: Task, old: TaskState | None, new: TaskState) -> None:
+        if not self.context.ok():
+            return
+        reason = task.reason
+        self._publish_status(task, reason)
         record = self._events.append(
             Kind.TASK_STATE,
             {
@@ -405,6 +548,8 @@ class HarnessNode(Node):
             goal.handle.publish_feedback(
                 Delegate.Feedback(state=new.value, progress=float(task.progress), message=reason)
             )
+        elif new is TaskState.COMPLETED and old is not TaskState.COMPLETED:
+            self._offer(task)  # a recovered task finished: no goal waits for its reply
 
 
 def _task_id(goal_handle: ServerGoalHandle) -> str:
