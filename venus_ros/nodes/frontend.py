@@ -18,6 +18,7 @@ import numpy as np
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
+from rclpy.task import Future
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header, String
 from unique_identifier_msgs.msg import UUID
@@ -243,7 +244,10 @@ class FrontendNode(Node):
         future = self.delegate.send_goal_async(goal, goal_uuid=UUID(uuid=list(goal_id.bytes)))
         future.add_done_callback(lambda f: self._on_goal_response(task_id, f))
 
-    def _on_goal_response(self, task_id: str, future) -> None:
+    def _on_goal_response(self, task_id: str, future: Future) -> None:
+        if future.exception() is not None:
+            self._finish(task_id, "FAILED", f"sending the goal failed: {future.exception()}")
+            return
         handle = future.result()
         if handle is None or not handle.accepted:
             self._finish(task_id, "FAILED", "rejected by the harness")
@@ -255,7 +259,10 @@ class FrontendNode(Node):
             pending.goal_handle = handle
         handle.get_result_async().add_done_callback(lambda f: self._on_result(task_id, f))
 
-    def _on_result(self, task_id: str, future) -> None:
+    def _on_result(self, task_id: str, future: Future) -> None:
+        if future.exception() is not None or future.result() is None:
+            self._finish(task_id, "FAILED", f"no result from the harness: {future.exception()}")
+            return
         result = future.result().result
         state = result.final_state or "FAILED"
         if not self._finish(task_id, state, "harness result"):

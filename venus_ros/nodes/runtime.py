@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
@@ -28,9 +29,17 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None) -> 
         # up to seconds (ros2/rclpy#1223; measured here: 60-800 ms action round trips vs 4 ms).
         executor = SingleThreadedExecutor()
         executor.add_node(node)
-        executor.spin()
+        try:
+            executor.spin()
+        except ExternalShutdownException:
+            pass
+        except Exception:
+            # A signal can invalidate the context while the executor builds its wait set
+            # (RCLError "context is not valid"): that is a shutdown, not a failure.
+            if rclpy.ok():
+                raise
         return 0
-    except (KeyboardInterrupt, ExternalShutdownException):
+    except KeyboardInterrupt:
         return 0
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
@@ -39,6 +48,9 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None) -> 
         print(f"device error: {exc}", file=sys.stderr)
         return 1
     finally:
+        # Cleanup is bounded; a second Ctrl-C (or a launcher forwarding the first) must not
+        # interrupt it half-way and turn a clean stop into a traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         if node is not None:
             close = getattr(node, "close", None)
             if close is not None:
