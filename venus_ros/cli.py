@@ -67,9 +67,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--params-file", default="", help="parameter YAML (default: venus.yaml)")
 
     bench = commands.add_parser("bench", help="print performance figures")
-    bench.add_argument("suite", choices=["core", "ros", "speech"], help="what to measure")
+    bench.add_argument(
+        "suite", choices=["core", "ros", "speech", "harness"], help="what to measure"
+    )
     bench.add_argument("--minutes", type=float, default=60.0, help="core: simulated length")
-    bench.add_argument("--seconds", type=float, default=60.0, help="ros: measuring window")
+    bench.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="ros: measuring window (default 60); harness: each window (default 20)",
+    )
+    bench.add_argument("--tasks", type=int, default=64, help="harness: concurrent tasks")
+    bench.add_argument("--heavy", type=int, default=16, help="harness: CPU-heavy tool tasks")
 
     args = parser.parse_args(argv)
     try:
@@ -123,7 +132,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.suite == "ros":
             from venus_ros.bench.ros import bench_ros
 
-            return bench_ros(seconds=args.seconds)
+            return bench_ros(seconds=60.0 if args.seconds is None else args.seconds)
+        if args.suite == "harness":
+            from venus_ros.bench.harness import bench_harness
+
+            return bench_harness(
+                tasks=args.tasks,
+                heavy=args.heavy,
+                seconds=20.0 if args.seconds is None else args.seconds,
+            )
         if args.suite == "speech":
             from venus_ros.bench.speech import bench_speech
 

@@ -17,6 +17,8 @@ def bench_ros(seconds: float = 60.0) -> int:
       length (1 s);
     * CPU per node process, from psutil, as % of one core.
     """
+    import os
+    import random
     import time
     import uuid
 
@@ -30,6 +32,9 @@ def bench_ros(seconds: float = 60.0) -> int:
     from venus_ros.nodes.qos import SENSOR_AUDIO, TOPICS, reliable
     from venus_ros.paths import share_path
 
+    # The probe in this process and the node processes share one domain, on loopback only.
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(1, 101)))
     namespace = f"bench_{uuid.uuid4().hex[:8]}"
     supervisor = Supervisor(
         plan(RunOptions(demo=True, sink="file:/tmp/venus_bench_ros.wav")),
