@@ -10,6 +10,8 @@ action server that feeds it lives in :mod:`venus_ros.nodes.harness`.
 - :mod:`.runner`: :class:`~.runner.HarnessRunner`, an asyncio loop in its own thread.
 - :mod:`.evidence`: :class:`~.evidence.EvidenceMirror`, a timeline copy keyed by the original seq.
 - :mod:`.polish`: a tool result made into a short, safe, spoken reply.
+- :mod:`.toolconfig`: ``config/tools.yaml``: which tools exist, their schemas, which run.
+- :mod:`.llm`: an OpenAI-compatible chat-completions client, planning loop and LLM polishing.
 - :mod:`.journal`: the crash-safe task journal (SQLite, WAL) and ``venus-ros tasks`` listing.
 - :mod:`.progress`: how a running tool reports progress (a context variable per tool task).
 - :mod:`.ros_tools`: ROS 2 actions and services as tools (imports rclpy).
