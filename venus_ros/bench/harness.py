@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from venus_ros.bench import figures, goal, probed_graph
 from venus_ros.core.clock import MonotonicClock
 from venus_ros.core.duplex import DuplexLoop
 from venus_ros.core.timeline import Timeline, TimelineView
@@ -98,17 +99,17 @@ def bench_harness(tasks: int = 64, heavy: int = 16, seconds: float = 20.0) -> in
         )
         print(
             f"</delegate> -> RUNNING latency over ROS (probe receive times, included at both "
-            f"ends): {_figures(ros.latencies_ms)} "
-            f"({_goal(ros.latencies_ms, LATENCY_P99_GOAL_MS)})"
+            f"ends): {figures(ros.latencies_ms)} "
+            f"({goal(ros.latencies_ms, LATENCY_P99_GOAL_MS)})"
         )
         print(
             f"  of which delegate_close -> harness QUEUED (probe receive times): "
-            f"{_figures(ros.to_queued_ms)}; QUEUED -> RUNNING (harness clock): "
-            f"{_figures(ros.queued_to_running_ms)}"
+            f"{figures(ros.to_queued_ms)}; QUEUED -> RUNNING (harness clock): "
+            f"{figures(ros.queued_to_running_ms)}"
         )
         print(
-            f"submit -> RUNNING in process (journal on): {_figures(local)} "
-            f"({_goal(local, LATENCY_P99_GOAL_MS)})"
+            f"submit -> RUNNING in process (journal on): {figures(local)} "
+            f"({goal(local, LATENCY_P99_GOAL_MS)})"
         )
         if ros.unclean:
             print(f"unclean exits: {ros.unclean}")
@@ -129,7 +130,7 @@ def bench_harness(tasks: int = 64, heavy: int = 16, seconds: float = 20.0) -> in
         print(
             f"foreground unit-boundary jitter, {heavy} CPU-heavy tool tasks in the same process "
             f"(threads, shared GIL), {len(same.jitter_ms)} units, {same.completed} heavy tasks "
-            f"done: {_figures(same.jitter_ms)} ({_goal(same.jitter_ms, JITTER_P99_GOAL_MS)})"
+            f"done: {figures(same.jitter_ms)} ({goal(same.jitter_ms, JITTER_P99_GOAL_MS)})"
         )
         apart = _jitter_other_process(heavy, seconds, tmp / "burn_child.sqlite3")
         if apart is None:
@@ -137,24 +138,12 @@ def bench_harness(tasks: int = 64, heavy: int = 16, seconds: float = 20.0) -> in
         print(
             f"foreground unit-boundary jitter, {heavy} CPU-heavy tool tasks in a harness process "
             f"of their own ({heavy} worker processes, {os.cpu_count()} cores), "
-            f"{len(apart.jitter_ms)} units: {_figures(apart.jitter_ms)} "
-            f"({_goal(apart.jitter_ms, JITTER_P99_GOAL_MS)})"
+            f"{len(apart.jitter_ms)} units: {figures(apart.jitter_ms)} "
+            f"({goal(apart.jitter_ms, JITTER_P99_GOAL_MS)})"
         )
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _figures(values_ms: list[float]) -> str:
-    if not values_ms:
-        return "no samples"
-    p50, p99 = np.percentile(values_ms, [50, 99])
-    return f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {max(values_ms):.2f} ms"
-
-
-def _goal(values_ms: list[float], goal_ms: float) -> str:
-    met = bool(values_ms) and float(np.percentile(values_ms, 99)) <= goal_ms
-    return f"goal p99 <= {goal_ms:g} ms: {'met' if met else 'NOT met'}"
 
 
 # --- 1. </delegate> -> RUNNING ----------------------------------------------------------------
@@ -184,16 +173,9 @@ def _delegating_script(units: int) -> dict[str, Any]:
 
 def _ros_latency(seconds: float, tmp: Path) -> _RosResult | None:
     """The node set with a delegating script; a probe pairs delegate_close with RUNNING."""
-    import uuid
-
-    import rclpy
-    from rclpy.context import Context
-    from rclpy.executors import SingleThreadedExecutor
-
     from venus_interfaces.msg import TimelineEvent
-    from venus_ros.launcher import RunOptions, Supervisor, plan
+    from venus_ros.launcher import RunOptions, plan
     from venus_ros.nodes.qos import TOPICS, reliable
-    from venus_ros.paths import share_path
 
     script = tmp / "delegating.yaml"
     units = int(STARTUP_TIMEOUT_S + seconds + 30)
@@ -209,8 +191,6 @@ def _ros_latency(seconds: float, tmp: Path) -> _RosResult | None:
         else spec
         for spec in plan(options)
     ]
-    namespace = f"bench_{uuid.uuid4().hex[:8]}"
-    supervisor = Supervisor(nodes, share_path("config/venus.yaml"), namespace)
     closes: dict[int, float] = {}  # cutoff_seq -> arrival of the frontend's delegate_close
     running: dict[int, float] = {}  # cutoff_seq -> arrival of the harness's RUNNING
     queued: dict[int, float] = {}  # cutoff_seq -> arrival of the harness's QUEUED
@@ -231,19 +211,11 @@ def _ros_latency(seconds: float, tmp: Path) -> _RosResult | None:
         elif payload.get("source") == "frontend" and payload.get("state") == "FAILED":
             failed_at.append(arrived)
 
-    # The probe joins the nodes' domain, loopback only (read by rclpy.init from the environment).
-    saved = {k: os.environ.get(k) for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID")}
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    os.environ["ROS_DOMAIN_ID"] = supervisor.env["ROS_DOMAIN_ID"]
-    context = Context()
-    codes: dict[str, int | None] = {}
-    node = executor = None
-    try:
-        rclpy.init(context=context)
-        node = rclpy.create_node("bench_harness_probe", namespace=namespace, context=context)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
-        node.create_subscription(TimelineEvent, TOPICS["timeline"], on_timeline, reliable(1000))
+    with probed_graph(nodes, "bench_harness_probe") as graph:
+        executor, supervisor = graph.executor, graph.supervisor
+        graph.node.create_subscription(
+            TimelineEvent, TOPICS["timeline"], on_timeline, reliable(1000)
+        )
         supervisor.start()
         # The window opens at the first delegation that reached RUNNING (the harness is up).
         deadline = time.perf_counter() + STARTUP_TIMEOUT_S
@@ -264,18 +236,6 @@ def _ros_latency(seconds: float, tmp: Path) -> _RosResult | None:
         drain = time.perf_counter() + 2.0  # the last delegations' RUNNING
         while any(c not in running for c in window) and time.perf_counter() < drain:
             executor.spin_once(timeout_sec=0.05)
-    finally:
-        codes = supervisor.stop()
-        if executor is not None:
-            executor.shutdown()
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown(context=context)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     paired = [c for c in window if c in running]
     return _RosResult(
         latencies_ms=[(running[c] - closes[c]) * 1000 for c in paired],
@@ -288,7 +248,7 @@ def _ros_latency(seconds: float, tmp: Path) -> _RosResult | None:
         unpaired=len(window) - len(paired),
         failed=sum(start <= t <= end for t in failed_at),
         elapsed=end - start,
-        unclean={n: c for n, c in codes.items() if c not in (0, None)},
+        unclean=graph.unclean,
     )
 
 

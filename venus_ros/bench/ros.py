@@ -6,6 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
+from venus_ros.bench import figures, goal
+
+LATENCY_GOAL_MS = 5.0
+JITTER_GOAL_MS = 10.0
+
 
 def bench_ros(seconds: float = 60.0) -> int:
     """Run the node set (file sources) for ``seconds`` and print transport and CPU figures.
@@ -17,57 +22,40 @@ def bench_ros(seconds: float = 60.0) -> int:
       length (1 s);
     * CPU per node process, from psutil, as % of one core.
     """
-    import os
-    import random
     import time
-    import uuid
 
     import psutil
-    import rclpy
-    from rclpy.context import Context
-    from rclpy.executors import SingleThreadedExecutor
 
     from venus_interfaces.msg import AudioChunk, UnitDecision
-    from venus_ros.launcher import RunOptions, Supervisor, plan
+    from venus_ros.bench import probed_graph
+    from venus_ros.launcher import RunOptions, plan
     from venus_ros.nodes.qos import SENSOR_AUDIO, TOPICS, reliable
-    from venus_ros.paths import share_path
 
-    # The probe in this process and the node processes share one domain, on loopback only.
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(1, 101)))
-    namespace = f"bench_{uuid.uuid4().hex[:8]}"
-    supervisor = Supervisor(
-        plan(RunOptions(demo=True, sink="file:/tmp/venus_bench_ros.wav")),
-        share_path("config/venus.yaml"),
-        namespace,
-    )
-    context = Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node("bench_probe", namespace=namespace, context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
     latencies: list[float] = []
     stamps: list[float] = []
-
-    def on_audio(msg: AudioChunk) -> None:
-        arrived = node.get_clock().now().nanoseconds / 1e9
-        samples = len(msg.data) // 2
-        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec / 1e9
-        latencies.append(arrived - (stamp + samples / msg.sample_rate))
-
-    def on_decision(msg: UnitDecision) -> None:
-        stamps.append(msg.header.stamp.sec + msg.header.stamp.nanosec / 1e9)
-
-    node.create_subscription(AudioChunk, TOPICS["audio_in"], on_audio, SENSOR_AUDIO)
-    node.create_subscription(UnitDecision, TOPICS["decision"], on_decision, reliable(50))
     Path("out/run").mkdir(parents=True, exist_ok=True)
-    supervisor.start()
-    try:
+    nodes = plan(RunOptions(demo=True, sink="file:/tmp/venus_bench_ros.wav"))
+    with probed_graph(nodes, "bench_probe") as graph:
+        node, executor = graph.node, graph.executor
+
+        def on_audio(msg: AudioChunk) -> None:
+            arrived = node.get_clock().now().nanoseconds / 1e9
+            samples = len(msg.data) // 2
+            stamp = msg.header.stamp.sec + msg.header.stamp.nanosec / 1e9
+            latencies.append(arrived - (stamp + samples / msg.sample_rate))
+
+        def on_decision(msg: UnitDecision) -> None:
+            stamps.append(msg.header.stamp.sec + msg.header.stamp.nanosec / 1e9)
+
+        node.create_subscription(AudioChunk, TOPICS["audio_in"], on_audio, SENSOR_AUDIO)
+        node.create_subscription(UnitDecision, TOPICS["decision"], on_decision, reliable(50))
+        graph.supervisor.start()
         # Wait for the first decision, then measure over the window.
         deadline = time.monotonic() + 30.0
         while not stamps and time.monotonic() < deadline:
             executor.spin_once(timeout_sec=0.05)
-        processes = {name: psutil.Process(p.pid) for name, p in supervisor.procs.items()}
+        procs = graph.supervisor.procs
+        processes = {name: psutil.Process(p.pid) for name, p in procs.items()}
         before = {name: sum(p.cpu_times()[:2]) for name, p in processes.items()}
         latencies.clear()
         start = time.monotonic()
@@ -79,30 +67,16 @@ def bench_ros(seconds: float = 60.0) -> int:
             name: (sum(p.cpu_times()[:2]) - before[name]) / elapsed * 100
             for name, p in processes.items()
         }
-    finally:
-        codes = supervisor.stop()
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown(context=context)
     if not latencies or len(stamps) - first_unit < 3:
         print(f"bench ros: too little traffic (chunks {len(latencies)}, units {len(stamps)})")
         return 1
-    lat = np.array(latencies) * 1000
+    lat = list(np.array(latencies) * 1000)
     spacing = np.diff(np.array(stamps[first_unit - 1 :]))
-    jitter = np.abs(spacing - 1.0) * 1000
+    jitter = list(np.abs(spacing - 1.0) * 1000)
     print(f"bench ros: {elapsed:.0f} s, {len(lat)} audio chunks, {len(spacing)} unit boundaries")
-    print(
-        f"mic -> frontend audio latency: p50 {np.percentile(lat, 50):.2f} ms, "
-        f"p99 {np.percentile(lat, 99):.2f} ms, max {lat.max():.2f} ms "
-        f"(goal p99 <= 5 ms: {'met' if np.percentile(lat, 99) <= 5 else 'NOT met'})"
-    )
-    print(
-        f"unit-boundary jitter: p50 {np.percentile(jitter, 50):.2f} ms, "
-        f"p99 {np.percentile(jitter, 99):.2f} ms, max {jitter.max():.2f} ms "
-        f"(goal p99 <= 10 ms: {'met' if np.percentile(jitter, 99) <= 10 else 'NOT met'})"
-    )
+    print(f"mic -> frontend audio latency: {figures(lat)} ({goal(lat, LATENCY_GOAL_MS)})")
+    print(f"unit-boundary jitter: {figures(jitter)} ({goal(jitter, JITTER_GOAL_MS)})")
     print("CPU per node (% of one core): " + ", ".join(f"{n} {c:.1f}" for n, c in cpu.items()))
-    unclean = {name: code for name, code in codes.items() if code not in (0, None)}
-    if unclean:
-        print(f"unclean exits: {unclean}")
+    if graph.unclean:
+        print(f"unclean exits: {graph.unclean}")
     return 0
