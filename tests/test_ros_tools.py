@@ -96,8 +96,9 @@ class Progress:
 def reporting(tool: Tool, progress: Progress) -> Tool:
     """``tool`` with its progress going to ``progress`` under the task's query argument.
 
-    Stands in for the runner's own progress hook, which the runner does not have yet: like
-    it, it sets the callback with :func:`progress_to` around the creation of the tool's task.
+    Per tool (the runner's ``progress_listeners`` see every tool; the plain tool here must
+    report to nobody): like the runner, it sets the callback with :func:`progress_to` around the
+    creation of the tool's task.
     """
 
     async def run(args: Mapping[str, Any], evidence: TimelineView) -> Any:

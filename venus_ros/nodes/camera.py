@@ -27,7 +27,7 @@ from sensor_msgs.msg import Image
 from venus_ros.core.errors import DeviceError
 from venus_ros.nodes.convert import frame_to_msg
 from venus_ros.nodes.params import declare_config, reject_unknown_overrides
-from venus_ros.nodes.qos import SENSOR_IMAGE, TOPICS
+from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
 
 #: Frame rate assumed for a video file that does not state a usable one.
@@ -145,7 +145,7 @@ class CameraNode(Node):
         self._frames = LatestFrame()
         self.published = 0
         self._stop = threading.Event()
-        self._publisher = self.create_publisher(Image, TOPICS["image"], SENSOR_IMAGE)
+        self._publisher = self.create_publisher(Image, TOPICS["image"], qos_for("image"))
         self._thread = threading.Thread(target=self._capture_loop, name="camera-capture")
         self._thread.daemon = True
         self._thread.start()

@@ -38,7 +38,7 @@ from venus_ros.core.units import InputError, UnitAssembler, UnitConfig
 from venus_ros.frontends import make_frontend
 from venus_ros.nodes import convert
 from venus_ros.nodes.params import declare_config, reject_unknown_overrides
-from venus_ros.nodes.qos import SENSOR_AUDIO, SENSOR_IMAGE, TOPICS, reliable
+from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
 from venus_ros.paths import sample_path
 
@@ -105,30 +105,46 @@ class FrontendNode(Node):
         self._stop = False
 
         group = ReentrantCallbackGroup()
-        self.pub_audio = self.create_publisher(AudioChunk, TOPICS["audio_out"], reliable(50))
-        self.pub_decision = self.create_publisher(UnitDecision, TOPICS["decision"], reliable(50))
-        self.pub_transcript = self.create_publisher(String, TOPICS["transcript"], reliable(50))
-        self.pub_timeline = self.create_publisher(TimelineEvent, TOPICS["timeline"], reliable(1000))
-        self.create_subscription(
-            AudioChunk, TOPICS["audio_in"], self._on_audio, SENSOR_AUDIO, callback_group=group
+        self.pub_audio = self.create_publisher(
+            AudioChunk, TOPICS["audio_out"], qos_for("audio_out")
+        )
+        self.pub_decision = self.create_publisher(
+            UnitDecision, TOPICS["decision"], qos_for("decision")
+        )
+        self.pub_transcript = self.create_publisher(
+            String, TOPICS["transcript"], qos_for("transcript")
+        )
+        self.pub_timeline = self.create_publisher(
+            TimelineEvent, TOPICS["timeline"], qos_for("timeline")
         )
         self.create_subscription(
-            Image, TOPICS["image"], self._on_image, SENSOR_IMAGE, callback_group=group
+            AudioChunk,
+            TOPICS["audio_in"],
+            self._on_audio,
+            qos_for("audio_in"),
+            callback_group=group,
         )
         self.create_subscription(
-            PlaybackAckMsg, TOPICS["played"], self._on_ack, reliable(100), callback_group=group
+            Image, TOPICS["image"], self._on_image, qos_for("image"), callback_group=group
+        )
+        self.create_subscription(
+            PlaybackAckMsg, TOPICS["played"], self._on_ack, qos_for("played"), callback_group=group
         )
         self.create_subscription(
             BackendReplyMsg,
             TOPICS["backend_reply"],
             self._on_backend,
-            reliable(20),
+            qos_for("backend_reply"),
             callback_group=group,
         )
         self.delegate = ActionClient(self, Delegate, TOPICS["delegate"], callback_group=group)
         self._heartbeat_at: float | None = None
         self.create_subscription(
-            Header, TOPICS["heartbeat"], self._on_heartbeat, reliable(1), callback_group=group
+            Header,
+            TOPICS["heartbeat"],
+            self._on_heartbeat,
+            qos_for("heartbeat"),
+            callback_group=group,
         )
         self.create_timer(0.2, self._housekeeping, callback_group=group)
 

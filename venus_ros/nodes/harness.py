@@ -65,7 +65,7 @@ from venus_ros.harness.toolconfig import (
 from venus_ros.harness.tools import Tool, UnknownToolError
 from venus_ros.nodes.convert import record_to_msg
 from venus_ros.nodes.params import ConfigError, declare_config, reject_unknown_overrides
-from venus_ros.nodes.qos import TOPICS, reliable
+from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
 from venus_ros.paths import share_path
 
@@ -187,21 +187,25 @@ class HarnessNode(Node):
         self._cancel_early: set[str] = set()  # cancel requests that beat their goal's accept
         self._offers: dict[str, Task] = {}  # replies for backend_reply, waiting for a subscriber
         self._timer: Timer | None = None  # exists only while some goal waits
-        self._status_pub = self.create_publisher(TaskStatus, TOPICS["task_status"], reliable(100))
-        self._timeline_pub = self.create_publisher(
-            TimelineEvent, TOPICS["timeline"], reliable(1000)
+        self._status_pub = self.create_publisher(
+            TaskStatus, TOPICS["task_status"], qos_for("task_status")
         )
-        self._reply_pub = self.create_publisher(BackendReply, TOPICS["backend_reply"], reliable(20))
+        self._timeline_pub = self.create_publisher(
+            TimelineEvent, TOPICS["timeline"], qos_for("timeline")
+        )
+        self._reply_pub = self.create_publisher(
+            BackendReply, TOPICS["backend_reply"], qos_for("backend_reply")
+        )
         # Liveness for the frontend: a killed process sends no goodbye, and DDS would only
         # notice after its lease (~20 s); a missing heartbeat is noticed in ~2 s.
-        heartbeat = self.create_publisher(Header, TOPICS["heartbeat"], reliable(1))
+        heartbeat = self.create_publisher(Header, TOPICS["heartbeat"], qos_for("heartbeat"))
         self.create_timer(
             HEARTBEAT_PERIOD_S,
             lambda: heartbeat.publish(Header(stamp=self.get_clock().now().to_msg())),
         )
         # The default (mutually exclusive) group keeps the records in arrival order.
         self.create_subscription(
-            TimelineEvent, TOPICS["timeline"], self._on_timeline, reliable(1000)
+            TimelineEvent, TOPICS["timeline"], self._on_timeline, qos_for("timeline")
         )
         self._runner = HarnessRunner(
             registry,

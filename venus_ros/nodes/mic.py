@@ -36,7 +36,7 @@ from std_msgs.msg import Header
 from venus_interfaces.msg import AudioChunk
 from venus_ros.audio.io import AFTER_END, AudioBlock, PyAudioCapture, WavSource
 from venus_ros.nodes.params import declare_config, reject_unknown_overrides
-from venus_ros.nodes.qos import SENSOR_AUDIO, TOPICS
+from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
 
 #: Delay between the first subscriber appearing and the file starting: the publisher sees the
@@ -115,7 +115,7 @@ class MicNode(Node):
         config = self.config
         self.chunks_published = 0
         self._lock = threading.Lock()  # the timer tick against close()
-        self._publisher = self.create_publisher(AudioChunk, TOPICS["audio_in"], SENSOR_AUDIO)
+        self._publisher = self.create_publisher(AudioChunk, TOPICS["audio_in"], qos_for("audio_in"))
         self._source: WavSource | None = None
         self._capture: PyAudioCapture | None = None
         self._timer: Timer | None = None

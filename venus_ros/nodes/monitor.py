@@ -31,7 +31,7 @@ from venus_ros.core.monitor import FloorState, Level, SessionMonitor
 from venus_ros.core.units import InputError
 from venus_ros.nodes.convert import record_payload
 from venus_ros.nodes.params import declare_config, reject_unknown_overrides
-from venus_ros.nodes.qos import LATCHED, TOPICS, reliable
+from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
 
 FLOOR_COLOURS = {
@@ -133,14 +133,16 @@ class MonitorNode(Node):
         self.config = declare_config(self, MonitorConfig)
         reject_unknown_overrides(self)
         self.monitor = SessionMonitor()
-        self._markers = self.create_publisher(MarkerArray, TOPICS["markers"], LATCHED)
+        self._markers = self.create_publisher(MarkerArray, TOPICS["markers"], qos_for("markers"))
         self._diagnostics = self.create_publisher(
-            DiagnosticArray, TOPICS["diagnostics"], reliable(10)
+            DiagnosticArray, TOPICS["diagnostics"], qos_for("diagnostics")
         )
         self.create_subscription(
-            TimelineEvent, TOPICS["timeline"], self._on_timeline, reliable(1000)
+            TimelineEvent, TOPICS["timeline"], self._on_timeline, qos_for("timeline")
         )
-        self.create_subscription(TaskStatus, TOPICS["task_status"], self._on_task, reliable(100))
+        self.create_subscription(
+            TaskStatus, TOPICS["task_status"], self._on_task, qos_for("task_status")
+        )
         self._last_panel: tuple[str, FloorState, Level] | None = None
         self.create_timer(1.0 / self.config.publish_hz, self._publish)
 

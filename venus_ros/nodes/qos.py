@@ -76,3 +76,8 @@ TOPIC_QOS = {
     TOPICS["markers"]: LATCHED,
     TOPICS["diagnostics"]: reliable(10),
 }
+
+
+def qos_for(key: str) -> QoSProfile:
+    """The QoS of the topic ``TOPICS[key]``, from :data:`TOPIC_QOS`."""
+    return TOPIC_QOS[TOPICS[key]]

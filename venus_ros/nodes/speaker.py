@@ -38,7 +38,7 @@ from venus_ros.core.playback import PlaybackAck, PlaybackQueue, SpeechChunk
 from venus_ros.core.units import InputError
 from venus_ros.nodes.convert import ack_to_msg, audio_from_msg
 from venus_ros.nodes.params import declare_config, reject_unknown_overrides
-from venus_ros.nodes.qos import TOPICS, reliable
+from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
 
 #: Seconds between two warnings about dropped chunks (every drop is counted).
@@ -118,13 +118,21 @@ class SpeakerNode(Node):
             playback = PyAudioPlayback(config.device, config.sample_rate)
             playback.start()
             self._sink = playback
-        self._ack_pub = self.create_publisher(PlaybackAckMsg, TOPICS["played"], reliable(100))
+        self._ack_pub = self.create_publisher(PlaybackAckMsg, TOPICS["played"], qos_for("played"))
         group = MutuallyExclusiveCallbackGroup()
         self.create_subscription(
-            AudioChunk, TOPICS["audio_out"], self._on_chunk, reliable(50), callback_group=group
+            AudioChunk,
+            TOPICS["audio_out"],
+            self._on_chunk,
+            qos_for("audio_out"),
+            callback_group=group,
         )
         self.create_subscription(
-            UnitDecision, TOPICS["decision"], self._on_decision, reliable(50), callback_group=group
+            UnitDecision,
+            TOPICS["decision"],
+            self._on_decision,
+            qos_for("decision"),
+            callback_group=group,
         )
         self._timer = self.create_timer(
             config.block_ms / 1000.0, self._on_tick, callback_group=group
