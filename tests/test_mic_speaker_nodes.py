@@ -149,14 +149,18 @@ class SpeakerDriver:
         self.audio_pub = node.create_publisher(AudioChunk, TOPICS["audio_out"], reliable(50))
         self.decision_pub = node.create_publisher(UnitDecision, TOPICS["decision"], reliable(50))
         self.acks: list[PlaybackAckMsg] = []
-        node.create_subscription(PlaybackAckMsg, TOPICS["played"], self.acks.append, reliable(100))
+        self.ack_sub = node.create_subscription(
+            PlaybackAckMsg, TOPICS["played"], self.acks.append, reliable(100)
+        )
         self.first_sample = 0
 
     def connected(self) -> bool:
+        """All three endpoints matched here (not just seen in the graph: acks the speaker sends
+        before our reader has matched its writer are lost, and units 1-3 never look done)."""
         return (
             self.audio_pub.get_subscription_count() > 0
             and self.decision_pub.get_subscription_count() > 0
-            and self.probe.node.count_publishers(TOPICS["played"]) > 0
+            and self.ack_sub.get_publisher_count() > 0
         )
 
     def send(self, unit: int, audio: np.ndarray, rate: int = SPEAKER_RATE) -> None:
