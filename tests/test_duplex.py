@@ -392,7 +392,7 @@ def test_backend_reply_waits_for_the_turn_to_end_then_is_inserted_at_a_listening
     assert rig.frontend.units[2].texts == ("user typed", "<backend>It is 20 degrees.</backend>")
     assert rig.loop.pending_replies == 0
     (insert,) = rig.payloads(Kind.BACKEND_INSERT)
-    assert insert == {"unit": 2, "task_id": "task-1", "inserted": True, "chars": 17}
+    assert insert == {"unit": 2, "task_id": "task-1", "inserted": True, "chars": 17, "attempt": 1}
     rig.step()
     assert rig.frontend.units[3].texts == ()  # inserted once only
 
@@ -425,8 +425,12 @@ def test_backend_queue_drops_the_oldest_reply_when_full() -> None:
     for n in (1, 2, 3):
         rig.loop.offer_backend(BackendReply(f"t{n}", f"reply {n}"))
     assert rig.loop.pending_replies == 2
-    (dropped,) = rig.payloads(Kind.BACKEND_INSERT)
-    assert dropped == {"task_id": "t1", "inserted": False, "reason": "queue_full"}
+    (dropped,) = rig.payloads(Kind.DELIVERY)
+    assert (dropped["task_id"], dropped["outcome"], dropped["reason"]) == (
+        "t1",
+        "dropped",
+        "queue_full",
+    )
     rig.run()
     assert [u.texts for u in rig.frontend.units] == [
         ("<backend>reply 2</backend>",),

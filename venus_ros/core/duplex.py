@@ -12,7 +12,9 @@ the rules of the floor:
   timeline sequence number of the moment it opened;
 * only text whose audio the speaker acknowledged counts as heard;
 * backend replies are inserted as ``<backend>`` spans only at an eligible boundary (while
-  listening, which includes the boundary right after a turn ends);
+  listening, which includes the boundary right after a turn ends), only while fresh, and count
+  as delivered only once playback acknowledged the turn that voiced them
+  (:mod:`venus_ros.core.delivery` has the rules for interrupted and stale replies);
 * every unit's compute time, real-time debt and deadline miss is measured and recorded.
 
 A failing frontend never stops the loop: the failure is recorded and the unit is treated as a
@@ -25,12 +27,18 @@ import enum
 import math
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from venus_ros.core.clock import Clock
+from venus_ros.core.delivery import (
+    BackendReply,
+    DeliveryOutcome,
+    DeliveryRules,
+    DeliveryTracker,
+)
 from venus_ros.core.frontend import Decision, Frontend, UnitOutput
 from venus_ros.core.playback import PlaybackAck, SpeechChunk
 from venus_ros.core.protocol import (
@@ -68,11 +76,14 @@ class DuplexConfig:
         max_query_chars: length cap of a ``<delegate>`` query.
         max_pending_replies: backend replies waiting for a boundary; the oldest is dropped
             (and recorded) beyond this.
+        delivery: when an interrupted reply counts as delivered, is offered again, or is
+            dropped, and when a waiting reply is too old to speak.
     """
 
     deadline_fraction: float = 1.0
     max_query_chars: int = 4000
     max_pending_replies: int = 8
+    delivery: DeliveryRules = field(default_factory=DeliveryRules)
 
     def __post_init__(self) -> None:
         if not 0 < self.deadline_fraction <= 4:
@@ -85,14 +96,6 @@ class DuplexConfig:
             raise ValueError(
                 f"duplex.max_pending_replies must be >= 1, got {self.max_pending_replies}"
             )
-
-
-@dataclass(frozen=True)
-class BackendReply:
-    """A reply from the background harness, waiting to be inserted as a ``<backend>`` span."""
-
-    task_id: str
-    text: str
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,8 @@ class DuplexLoop:
         timeline: where every event is recorded.
         clock: the session clock (compute time is measured on it).
         config: loop settings.
+        on_delivery: called with each backend reply's delivery outcome (on the thread that
+            decided it: the foreground or the acknowledging one; must be quick).
     """
 
     def __init__(
@@ -160,6 +165,7 @@ class DuplexLoop:
         timeline: Timeline,
         clock: Clock,
         config: DuplexConfig | None = None,
+        on_delivery: Callable[[DeliveryOutcome], None] | None = None,
     ) -> None:
         self.frontend = frontend
         self.timeline = timeline
@@ -174,28 +180,39 @@ class DuplexLoop:
         self._next_index = 0
         self._out_samples = 0
         self._lock = threading.Lock()
-        self._replies: deque[BackendReply] = deque()
+        self._delivery = DeliveryTracker(timeline, self.config.delivery)
+        self._on_delivery = on_delivery
         self._chunks: dict[int, SpeechChunk] = {}
         self._heard_samples: dict[int, int] = {}
         self._heard: dict[int, list[str]] = {}
 
     # ------------------------------------------------------------------ other threads
     def offer_backend(self, reply: BackendReply) -> None:
-        """Queue a backend reply for insertion at the next eligible boundary."""
+        """Queue a backend reply for insertion at the next eligible boundary.
+
+        A reply whose task is already queued, being voiced or done is ignored (recorded); one
+        withdrawn before it arrived is refused.
+        """
         with self._lock:
-            self._replies.append(reply)
-            if len(self._replies) > self.config.max_pending_replies:
-                dropped = self._replies.popleft()
-                self.timeline.append(
-                    Kind.BACKEND_INSERT,
-                    {"task_id": dropped.task_id, "inserted": False, "reason": "queue_full"},
-                )
+            self._delivery.offer(reply, self.clock.now(), self.config.max_pending_replies)
+        self._report()
+
+    def withdraw_backend(self, task_id: str, reason: str) -> bool:
+        """Take back a reply that is no longer fresh (cancelled or superseded).
+
+        Returns:
+            True if it will never be inserted; False if it is already being voiced or done.
+        """
+        with self._lock:
+            withdrawn = self._delivery.withdraw(task_id, reason)
+        self._report()
+        return withdrawn
 
     @property
     def pending_replies(self) -> int:
         """Backend replies waiting for a boundary."""
         with self._lock:
-            return len(self._replies)
+            return self._delivery.pending
 
     def acknowledge(self, ack: PlaybackAck) -> bool:
         """Record the speaker's progress on a chunk; returns False (and records why) if invalid.
@@ -223,6 +240,9 @@ class DuplexLoop:
             if ack.complete:
                 del self._chunks[ack.unit_index]
                 del self._heard_samples[ack.unit_index]
+            self._delivery.acknowledged(
+                chunk.turn_id, ack.unit_index, len(newly_heard), ack.complete, ack.flushed
+            )
             self.timeline.append(
                 Kind.PLAYBACK_ACK,
                 {
@@ -235,7 +255,8 @@ class DuplexLoop:
                     "heard": newly_heard,
                 },
             )
-            return True
+        self._report()
+        return True
 
     def heard_text(self, turn_id: int | None = None) -> str:
         """What the user has heard of one turn (or of all turns, joined), by playback acks."""
@@ -270,6 +291,7 @@ class DuplexLoop:
             out = UnitOutput(Decision.LISTEN, end_of_turn=self.state is FloorState.SPEAKING)
         compute = max(self.clock.now() - t0, 0.0)
         result = self._apply(unit, out, compute)
+        self._report()
         overhead = time.perf_counter() - wall0 - frontend_wall
         return replace(result, overhead_s=overhead)
 
@@ -301,7 +323,7 @@ class DuplexLoop:
             )
         for text in unit.texts:
             self.timeline.append(Kind.USER_TEXT, {"unit": unit.index, "text": text})
-        reply = self._take_reply()
+        reply = self._take_reply(unit.index)
         if reply is None:
             return unit
         span = f"<backend>{escape_tags(reply.text)}</backend>"
@@ -312,15 +334,25 @@ class DuplexLoop:
                 "task_id": reply.task_id,
                 "inserted": True,
                 "chars": len(reply.text),
+                "attempt": reply.attempt,
             },
         )
         return replace(unit, texts=(*unit.texts, span))
 
-    def _take_reply(self) -> BackendReply | None:
-        if self.state is not FloorState.LISTENING:
-            return None
+    def _take_reply(self, unit_index: int) -> BackendReply | None:
         with self._lock:
-            return self._replies.popleft() if self._replies else None
+            self._delivery.boundary(unit_index)
+            if self.state is not FloorState.LISTENING:
+                return None
+            return self._delivery.take(unit_index, self.clock.now())
+
+    def _report(self) -> None:
+        """Hand delivery outcomes decided so far to the listener (outside the lock)."""
+        with self._lock:
+            outcomes, self._delivery.outcomes = self._delivery.outcomes, []
+        if self._on_delivery is not None:
+            for outcome in outcomes:
+                self._on_delivery(outcome)
 
     def _apply(self, unit: InputUnit, out: UnitOutput, compute: float) -> UnitResult:
         was_speaking = self.state is FloorState.SPEAKING
@@ -344,6 +376,8 @@ class DuplexLoop:
         if decision is Decision.SPEAK and not was_speaking:
             self.turn_id += 1
             self.state = FloorState.SPEAKING
+            with self._lock:
+                self._delivery.turn_started(self.turn_id)
 
         visible: list[str] = []
         delegates: list[DelegateRequest] = []
@@ -370,6 +404,9 @@ class DuplexLoop:
         )
         if flush:
             self.timeline.append(Kind.FLUSH, {"unit": unit.index, "turn": self.turn_id})
+        if end_of_turn and self.state is FloorState.SPEAKING:
+            with self._lock:
+                self._delivery.turn_ended(self.turn_id, unit.index)
         if end_of_turn:
             self.state = FloorState.LISTENING
         return self._account(unit, decision, end_of_turn, flush, speech, delegates, compute)
@@ -437,9 +474,10 @@ class DuplexLoop:
         self._out_samples += chunk.samples
         with self._lock:
             self._chunks[index] = chunk
+            self._delivery.spoke(self.turn_id, index, text, has_audio=True)
             while len(self._chunks) > MAX_UNACKED_CHUNKS:  # a speaker that never acknowledges
                 stale = min(self._chunks)
-                del self._chunks[stale]
+                self._delivery.given_up(self._chunks.pop(stale).turn_id, stale)
                 self._heard_samples.pop(stale, None)
                 self.timeline.append(
                     Kind.INPUT_ERROR,

@@ -44,6 +44,7 @@ class Kind(str, enum.Enum):
     DELEGATE_CLOSE = "delegate_close"
     TASK_STATE = "task_state"
     BACKEND_INSERT = "backend_insert"
+    DELIVERY = "delivery"
     PROTOCOL_ERROR = "protocol_error"
     FRONTEND_ERROR = "frontend_error"
     INPUT_ERROR = "input_error"
