@@ -126,6 +126,18 @@ class PlaybackQueue:
         """Session time at which everything queued will have played."""
         return self._free_at
 
+    def scheduled(self) -> list[tuple[float, np.ndarray]]:
+        """What is queued and not yet played, as ``(start_time, samples)`` in playing order.
+
+        Each piece starts where its chunk's playback has got to; together with
+        :attr:`played_audio` it is what the speaker will have played if nothing is flushed.
+        Read-only: nothing is played or acknowledged.
+        """
+        return [
+            (item.start_t + item.played / self.sample_rate, item.chunk.audio[item.played :])
+            for item in self._queue
+        ]
+
     @property
     def pending_samples(self) -> int:
         """Samples queued and not yet played."""

@@ -69,6 +69,8 @@ class SessionResult:
     input_errors: int = 0
     #: Wall time the runtime itself spent per unit (assembly, loop, playback), frontend excluded.
     overhead_s: list[float] = field(default_factory=list)
+    #: Wall time the frontend itself spent per unit (``prefill`` + ``generate``).
+    frontend_s: list[float] = field(default_factory=list)
 
 
 def iter_chunks(audio: np.ndarray, sample_rate: int, chunk_ms: int) -> Iterator[np.ndarray]:
@@ -87,6 +89,7 @@ def run_offline(
     frames: Iterable[VideoFrame] = (),
     config: SessionConfig | None = None,
     on_delegate: DelegateHandler | None = None,
+    on_start: Callable[[SessionResult], None] | None = None,
 ) -> SessionResult:
     """Play ``audio`` (and ``frames``) through the foreground loop as if live.
 
@@ -99,6 +102,10 @@ def run_offline(
         frames: camera frames in time order.
         config: session settings.
         on_delegate: stands in for the harness: answers a delegate after a delay.
+        on_start: called once with the session before the first microphone frame is read, so
+            that a caller can watch it as it runs (the evaluation runner feeds the speaker's
+            played audio back into a lazily produced microphone signal, and gives delegated
+            tasks their evidence from the timeline).
 
     Returns:
         The loop, timeline, playback record and per-unit results.
@@ -114,6 +121,8 @@ def run_offline(
     next_frame = next(frame_iter, None)
     shown: VideoFrame | None = None
     loop.prepare()
+    if on_start is not None:
+        on_start(session)
 
     pending_overhead = 0.0
 
@@ -132,7 +141,9 @@ def run_offline(
         _acknowledge(loop, playback.advance(clock.now()))
         while due_replies and due_replies[0][0] <= clock.now():
             loop.offer_backend(heapq.heappop(due_replies)[2])
+        step_wall = time.perf_counter()
         result = loop.step(unit)
+        session.frontend_s.append(max(0.0, time.perf_counter() - step_wall - result.overhead_s))
         session.results.append(result)
         if result.flush:
             _acknowledge(loop, playback.flush(clock.now()))

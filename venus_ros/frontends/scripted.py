@@ -20,13 +20,20 @@ Script keys (all optional except ``replies``)::
         text: "..."
       - on_backend: true        # when a <backend> reply arrives; {backend} is its text
         text: "{backend}"
+
+:meth:`ScriptedFrontend.schedule_turns` (evaluation ``assistant_turns``) adds turns by session
+time: at the first unit boundary at or after its start, a scheduled text starts a turn, or is
+appended to the turn being spoken; ``barge_in_ms`` then decides whether it yields to the user.
+Scheduled turns come before the script's replies when both are due.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -117,11 +124,32 @@ class ScriptedFrontend(Frontend):
         self.script = script
         self.clock = clock
         self.output_sample_rate = script.output_sample_rate
+        self._schedule: tuple[tuple[float, str], ...] = ()
         self.prepare()
 
+    def schedule_turns(self, turns: Sequence[tuple[float, str]]) -> None:
+        """Speak each ``(start, text)`` from the first unit boundary at or after ``start``.
+
+        Replaces any earlier schedule; kept across :meth:`prepare` (which restarts it).
+
+        Raises:
+            ValueError: for a negative or non-finite start, or an empty text.
+        """
+        schedule = []
+        for start, text in turns:
+            start = float(start)
+            if not math.isfinite(start) or start < 0:
+                raise ValueError(f"scheduled turn start must be a finite time >= 0, got {start}")
+            if not str(text).strip():
+                raise ValueError(f"scheduled turn at {start:g} s has no text")
+            schedule.append((start, str(text)))
+        self._schedule = tuple(sorted(schedule, key=lambda turn: turn[0]))
+        self._scheduled = deque(self._schedule)
+
     def prepare(self, system_prompt: str = "", ref_audio: np.ndarray | None = None) -> None:
-        """Start over from the first reply."""
+        """Start over from the first reply (and the first scheduled turn)."""
         self._replies = deque(self.script.replies)
+        self._scheduled: deque[tuple[float, str]] = deque(self._schedule)
         self._backend: deque[str] = deque()
         self._tokens: deque[tuple[str, int]] = deque()
         self._unit: InputUnit | None = None
@@ -147,8 +175,11 @@ class ScriptedFrontend(Frontend):
                 self._tokens.clear()
                 self._user_spoke = True  # the interruption is user speech to answer
                 return UnitOutput(Decision.LISTEN, end_of_turn=True)
+            self._take_scheduled(unit.end_s, continuing=True)
             return self._speak()
         self._user_spoke |= bool(active.any())
+        if self._take_scheduled(unit.end_s, continuing=False):
+            return self._speak()
         if self._replies and self._due(self._replies[0], unit.index, speaking_now):
             self._start(self._replies.popleft())
             return self._speak()
@@ -161,11 +192,29 @@ class ScriptedFrontend(Frontend):
             return bool(self._backend)
         return self._user_spoke and not user_speaking
 
+    def _take_scheduled(self, now: float, continuing: bool) -> bool:
+        """Voice every scheduled turn due by ``now``; True if any was taken."""
+        taken = False
+        while self._scheduled and self._scheduled[0][0] <= now + 1e-9:
+            _, text = self._scheduled.popleft()
+            if self._tokens and not self._tokens[-1][0][-1:].isspace():
+                token, words = self._tokens.pop()  # a word break between the two texts
+                self._tokens.append((token + " ", words))
+            self._voice_text(text)
+            taken = True
+        if taken and not continuing:
+            self._user_spoke = False
+        return taken
+
     def _start(self, reply: Reply) -> None:
         text = reply.text
         if reply.on_backend:
             text = text.replace("{backend}", self._backend.popleft())
         self._user_spoke = False
+        self._voice_text(text)
+
+    def _voice_text(self, text: str) -> None:
+        """Queue ``text`` as tokens, each with the number of visible words it voices."""
         parser = SpanParser(max_query_chars=1 << 20)
         tokens = _TOKEN.findall(text)
         for i, token in enumerate(tokens):
