@@ -145,3 +145,97 @@ def test_a_missing_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) 
         main([])
     assert exited.value.code == 2
     assert "usage: venus-ros" in capsys.readouterr().err
+
+
+# --- venus-ros eval ---------------------------------------------------------------------------
+
+EVAL_SCRIPT = """\
+barge_in_ms: 300
+replies:
+  - after_speech: true
+    text: "Sure. <delegate>set a timer for ten minutes</delegate> One moment."
+  - on_backend: true
+    text: "{backend}"
+"""
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("eval") / "suite"
+    argv = ["eval", "synth", "--out", str(out), "--n", "2", "--seed", "7"]
+    assert main([*argv, "--categories", "tool_use", "--no-progress"]) == 0
+    return out
+
+
+def test_eval_synth_writes_a_suite_of_the_asked_categories(
+    synthesized: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    samples = sorted(p.name for p in synthesized.iterdir() if p.is_dir())
+    assert samples == ["tool_use_000", "tool_use_001"]
+    assert (synthesized / "tools.json").is_file()
+    again = tmp_path / "again"
+    argv = ["eval", "synth", "--out", str(again), "--n", "2", "--seed", "7"]
+    assert main([*argv, "--categories", "tool_use", "--no-progress"]) == 0
+    assert f"wrote 2 samples to {again}" in capsys.readouterr().out
+    for name in samples:  # the same seed gives the same suite
+        for file in ("input.wav", "metadata.json"):
+            assert (synthesized / name / file).read_bytes() == (again / name / file).read_bytes()
+
+
+def test_eval_run_scores_the_suite_and_compare_prints_the_differences(
+    synthesized: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    script = tmp_path / "script.yaml"
+    script.write_text(EVAL_SCRIPT, encoding="utf-8")
+    spec = f"scripted:{script}"
+    argv = ["eval", "run", "--scenarios", str(synthesized), "--frontend", spec, "--no-progress"]
+    assert main([*argv, "--json", str(tmp_path / "a.json")]) == 0
+    out = capsys.readouterr().out
+    assert f"{spec}: 2 samples (tool_use 2)" in out
+    assert "tool use: selection F1" in out and "compute per unit: p50" in out
+    metrics = json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))
+    assert metrics["frontend"] == spec and metrics["n_samples"] == 2
+    assert metrics["run"]["echo"] is False
+    for row in metrics["per_sample"]:
+        assert row["error"] == ""
+        assert row["delegations"] == ["set a timer for ten minutes"]
+        sample = json.loads((synthesized / row["id"] / "metadata.json").read_text("utf-8"))
+        offered = sample.get("tools") is None or "timer" in sample["tools"]
+        timer = [{"name": "timer", "arguments": {"seconds": 600.0}}]
+        assert row["tool_calls"] == (timer if offered else [])
+
+    never = tmp_path / "never.yaml"
+    never.write_text("replies: [{at_unit: 1000, text: never}]\n", encoding="utf-8")
+    argv[5] = f"scripted:{never}"
+    assert main([*argv, "--echo", "--json", str(tmp_path / "b.json")]) == 0
+    assert "with echo: 2 samples" in capsys.readouterr().out
+
+    assert main(["eval", "compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out
+    assert spec in out and f"scripted:{never}" in out
+    assert "tool_use.selection_recall" in out
+
+
+def test_eval_run_errors_exit_2_with_a_clear_message(
+    synthesized: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nowhere"
+    assert main(["eval", "run", "--scenarios", str(missing), "--frontend", "scripted:x"]) == 2
+    assert f"venus-ros eval run: suite folder {missing} does not exist" in capsys.readouterr().err
+
+    argv = ["eval", "run", "--scenarios", str(synthesized), "--frontend", "oracle"]
+    assert main(argv) == 2
+    assert "unknown frontend 'oracle'" in capsys.readouterr().err
+
+    broken = tmp_path / "broken"
+    (broken / "s1").mkdir(parents=True)
+    soundfile.write(str(broken / "s1" / "input.wav"), np.zeros(1600, np.float32), 16000)
+    (broken / "s1" / "metadata.json").write_text('{"turns": []}', encoding="utf-8")
+    assert main(["eval", "run", "--scenarios", str(broken), "--frontend", "oracle"]) == 2
+    err = capsys.readouterr().err
+    assert "sample 's1': key 'category': missing" in err and "Traceback" not in err
+
+    assert main(["eval", "compare", str(tmp_path / "x.json"), str(tmp_path / "y.json")]) == 2
+    assert "x.json" in capsys.readouterr().err

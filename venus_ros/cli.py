@@ -80,7 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--tasks", type=int, default=64, help="harness: concurrent tasks")
     bench.add_argument("--heavy", type=int, default=16, help="harness: CPU-heavy tool tasks")
 
+    _add_eval_parser(commands)
+
     args = parser.parse_args(argv)
+    if args.command == "eval":
+        return _eval(args)
     try:
         if args.command == "replay" and args.bag is not None:
             from venus_ros.nodes.bag_replay import main as bag_replay_main
@@ -151,6 +155,228 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FrontendError, InputError, OSError, ValueError) as exc:
         print(f"venus-ros {args.command}: {exc}", file=sys.stderr)
         return 2
+
+
+def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
+    """The ``eval`` command: synthesize suites, run frontends over them, compare results."""
+    evaluate = commands.add_parser(
+        "eval", help="evaluation suites: synthesize one, run a frontend over it, compare runs"
+    )
+    sub = evaluate.add_subparsers(dest="eval_command", required=True)
+
+    synth = sub.add_parser("synth", help="synthesize a scenario suite with espeak-ng voices")
+    synth.add_argument("--out", type=Path, required=True, help="suite folder to write")
+    synth.add_argument("--n", type=int, default=10, help="samples per category (default 10)")
+    synth.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    synth.add_argument("--categories", nargs="+", help="only these categories (default: all)")
+    synth.add_argument("--noise", action="store_true", help="add room noise")
+    synth.add_argument(
+        "--purpose", default="eval", help="seed range to draw from: eval (default) or train"
+    )
+    synth.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    run = sub.add_parser("run", help="play a suite through the duplex loop and score it")
+    run.add_argument("--scenarios", type=Path, required=True, help="the suite folder")
+    run.add_argument(
+        "--frontend", required=True, help="frontend spec, e.g. scripted:FILE or vad-bargein"
+    )
+    run.add_argument("--categories", nargs="+", help="only these categories (default: all)")
+    run.add_argument(
+        "--echo", action="store_true", help="mix the assistant's played audio into the mic"
+    )
+    run.add_argument(
+        "--json",
+        type=Path,
+        help="write the metrics here (with --baselines also OUT's name + .BASELINE.json)",
+    )
+    run.add_argument("--report", type=Path, help="write a Markdown report with plots here")
+    run.add_argument(
+        "--baselines",
+        action="store_true",
+        help=f"also run the {' and '.join(BASELINES)} baselines over the suite",
+    )
+    run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    compare = sub.add_parser("compare", help="print the differences between two metrics JSONs")
+    compare.add_argument("a", type=Path, help="metrics JSON (eval run --json)")
+    compare.add_argument("b", type=Path, help="metrics JSON to compare with")
+
+
+#: Baseline frontends run by ``venus-ros eval run --baselines``.
+BASELINES = ("vad-bargein", "never-yield")
+
+
+def _eval(args: argparse.Namespace) -> int:
+    """Run one ``venus-ros eval`` command; clear errors exit 2."""
+    from venus_ros.eval.scenario import ScenarioError
+
+    name = f"venus-ros eval {args.eval_command}"
+    try:
+        if args.eval_command == "synth":
+            return _eval_synth(args)
+        if args.eval_command == "run":
+            return _eval_run(args)
+        return _eval_compare(args.a, args.b)
+    except (ScenarioError, FrontendError, InputError, OSError, ValueError) as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _eval_synth(args: argparse.Namespace) -> int:
+    import time
+
+    from venus_ros.eval.synth import synthesize
+
+    if args.n < 1:
+        raise ValueError(f"--n must be >= 1, got {args.n}")
+    start = time.perf_counter()
+    suite = synthesize(
+        args.out,
+        args.n,
+        args.seed,
+        args.categories,
+        noise=args.noise,
+        progress=not args.no_progress,
+        purpose=args.purpose,
+    )
+    counts: dict[str, int] = {}
+    for sample in suite.samples:
+        counts[sample.category] = counts.get(sample.category, 0) + 1
+    seconds = time.perf_counter() - start
+    print(
+        f"wrote {len(suite.samples)} samples to {suite.root} in {seconds:.1f} s "
+        f"(seed {args.seed}, noise {'on' if args.noise else 'off'}): "
+        + ", ".join(f"{c} {n}" for c, n in counts.items())
+        + (f"; tools.json: {len(suite.tools)} tools" if suite.tools else "")
+    )
+    return 0
+
+
+def _eval_run(args: argparse.Namespace) -> int:
+    import json
+    import time
+
+    from venus_ros.eval.metrics import compute_metrics
+    from venus_ros.eval.runner import check_frontend, run_suite
+    from venus_ros.eval.scenario import load_suite
+
+    suite = load_suite(args.scenarios, args.categories)
+    frontends = [args.frontend]
+    if args.baselines:
+        frontends += [b for b in BASELINES if b != args.frontend]
+    for spec in frontends:
+        check_frontend(spec)  # every frontend must build before anything runs
+    results = []
+    for spec in frontends:
+        start = time.perf_counter()
+        runs = run_suite(suite, spec, echo=args.echo, progress=not args.no_progress)
+        seconds = time.perf_counter() - start
+        metrics = compute_metrics(runs, spec, str(args.scenarios))
+        metrics["run"] = {"echo": args.echo, "seconds": round(seconds, 3)}
+        results.append(metrics)
+        print("\n".join(eval_summary(metrics, seconds)))
+    main_metrics, baselines = results[0], results[1:]
+    if args.json is not None:
+        paths = [args.json] + [
+            args.json.with_name(f"{args.json.stem}.{m['frontend']}{args.json.suffix or '.json'}")
+            for m in baselines
+        ]
+        for path, metrics in zip(paths, results, strict=True):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+            print(f"wrote {path}")
+    if args.report is not None:
+        from venus_ros.eval.report import write_report
+
+        print(f"wrote {write_report(main_metrics, args.report, baselines=baselines)}")
+    return 0
+
+
+def _eval_compare(a_path: Path, b_path: Path) -> int:
+    import json
+
+    from venus_ros.eval.report import compare
+
+    loaded = []
+    for path in (a_path, b_path):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict) or "headline" not in data:
+            raise ValueError(f"{path} is not a metrics JSON (venus-ros eval run --json)")
+        loaded.append(data)
+    print(compare(loaded[0], loaded[1]))
+    return 0
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.0f}%"
+
+
+def _secs(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f} s"
+
+
+def eval_summary(metrics: dict, seconds: float | None = None) -> list[str]:
+    """A few lines on a metrics dict: rates, delegation, tool use, compute, errors."""
+    n = metrics["n_samples"]
+    categories = ", ".join(f"{c} {k}" for c, k in metrics.get("categories", {}).items())
+    timing = "" if seconds is None else f" in {seconds:.1f} s ({seconds / max(n, 1):.2f} s/sample)"
+    echo = " with echo" if metrics.get("run", {}).get("echo") else ""
+    lines = [f"{metrics['frontend']}{echo}: {n} samples ({categories}){timing}"]
+    overlap = metrics["overlap"]
+    if overlap["all"]["n"]:
+        rates = [f"interruption response {_pct(overlap['interruption']['response_rate'])}"]
+        rates += [
+            f"{c} continuation {_pct(overlap[c]['continuation_rate'])}"
+            for c in ("backchannel", "other_directed", "background")
+            if overlap[c]["n"]
+        ]
+        respond = overlap["by_expected"]["respond"]
+        lines.append(
+            "  overlap: "
+            + ", ".join(rates)
+            + f"; not speaking at overlap start: {overlap['all']['not_speaking']}"
+        )
+        lines.append(
+            f"  latency (respond): stop p50 {_secs(respond['stop_latency_s'].get('p50'))}, "
+            f"response p50 {_secs(respond['response_latency_s'].get('p50'))}"
+        )
+    if metrics["pause"]["n"] or metrics["turn_taking"]["n"]:
+        lines.append(
+            f"  pause takeover {_pct(metrics['pause']['takeover_rate'])}; turn-taking response "
+            f"{_pct(metrics['turn_taking']['response_rate'])}, p50 "
+            f"{_secs(metrics['turn_taking']['latency_s'].get('p50'))}"
+        )
+    delegation = metrics["delegation"]
+    if delegation["n"]:
+        c = delegation["confusion"]
+        lines.append(
+            f"  delegation: recall {_pct(delegation['recall'])} ({c['tp']}/{c['tp'] + c['fn']}), "
+            f"specificity {_pct(delegation['specificity'])} ({c['tn']}/{c['tn'] + c['fp']})"
+        )
+    tools = metrics["tool_use"]
+    if tools["n"]:
+        lines.append(
+            f"  tool use: selection F1 {_pct(tools['selection_f1'])}, Pass@1 "
+            f"{_pct(tools['pass_at_1'])} ({tools['passed']}/{tools['n']}), argument accuracy "
+            f"{_pct(tools['argument_accuracy'])}"
+        )
+    compute = metrics["compute"]
+    p50, p99 = compute["p50_ms"], compute["p99_ms"]
+    lines.append(
+        f"  compute per unit: p50 {'n/a' if p50 is None else f'{p50:.1f} ms'}, p99 "
+        f"{'n/a' if p99 is None else f'{p99:.1f} ms'}, missed deadlines "
+        f"{compute['missed_deadlines']} of {compute['units']} units"
+    )
+    errors = metrics["errors"]
+    if errors:
+        lines.append(f"  errors: {len(errors)} sample(s) could not be run")
+        lines += [f"    {e['id']}: {e['error']}" for e in errors[:5]]
+        if len(errors) > 5:
+            lines.append(f"    ... and {len(errors) - 5} more (see the JSON)")
+    return lines
 
 
 def _replay(audio_path: Path, video: Path | None, spec: str, out: Path) -> int:
