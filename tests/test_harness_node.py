@@ -206,6 +206,38 @@ def test_cancel_of_an_in_flight_goal_ends_it_cancelled(harness: Client) -> None:
     )
 
 
+def test_a_delivery_report_moves_the_sent_reply_to_delivered(harness: Client) -> None:
+    run = harness.ask("what is 6 times 7")
+    assert run.result is not None and run.result.final_state == "COMPLETED"
+    harness.wait_until(
+        lambda: harness.task_states(run.task_id)[-1:] == ["DELIVERING"],
+        "the reply to be sent (DELIVERING)",
+    )
+    delivery = harness.probe.node.create_publisher(TaskStatus, TOPICS["delivery"], reliable(100))
+    harness.wait_until(lambda: delivery.get_subscription_count() >= 1, "the delivery topic")
+    delivery.publish(
+        TaskStatus(task_id=run.task_id, state="DELIVERED", message="delivered: played in full")
+    )
+    harness.wait_until(
+        lambda: harness.task_states(run.task_id)[-1:] == ["DELIVERED"],
+        "the harness to record DELIVERED",
+    )
+    harness.probe.node.destroy_publisher(delivery)
+
+
+def test_never_mind_cancels_the_running_timer_and_says_so(harness: Client) -> None:
+    timer = harness.send("set a timer for 30 seconds")
+    assert timer is not None
+    harness.wait_until(lambda: "RUNNING" in harness.task_states(timer.task_id), "the timer to run")
+    cancel = harness.ask("um, never mind")
+    assert cancel.result is not None and cancel.result.final_state == "COMPLETED"
+    assert cancel.result.reply_text.startswith("Okay, I stopped")
+    assert cancel.payload["tool"] == "cancel"
+    assert cancel.payload["result"]["targets"][timer.task_id] == "CANCELLED"
+    harness.finish(timer)
+    assert timer.result is not None and timer.result.final_state == "CANCELLED"
+
+
 def test_tools_see_the_timeline_up_to_the_cutoff(harness: Client) -> None:
     records = [("user_audio", {"unit": u}) for u in range(3)]
     records += [

@@ -5,8 +5,9 @@ A WAV with two spoken requests goes into mic_node. The scripted frontend answers
 a timer delegation; while the timer runs, the harness process is killed: the frontend keeps
 deciding every unit without a missed deadline and reports the task failed. The harness is
 started again; the second request (arithmetic) round-trips through the Delegate action, and the
-reply is inserted as a backend span, spoken, played by speaker_node and acknowledged. The
-timeline on the topic shows what the user actually heard.
+reply is inserted as a backend span, spoken, played by speaker_node and acknowledged, and only
+then recorded DELIVERED by the harness. The timeline on the topic shows what the user actually
+heard.
 """
 
 from __future__ import annotations
@@ -118,6 +119,12 @@ def test_a_conversation_survives_a_harness_crash_and_delegates_again(
         # 3. The harness comes back; the second request round-trips and its reply is heard.
         nodes[0] = start("harness", tag="2")
         probe.wait_for(lambda: "84" in session.heard(), 40, "the user to hear the answer 84")
+        # 4. Played and acknowledged: the frontend reports it delivered, the harness records it.
+        probe.wait_for(
+            lambda: bool(session.of("task_state", source="harness", state="DELIVERED")),
+            15,
+            "the harness to record the reply delivered",
+        )
         for node in nodes:
             assert node.stop() == 0, node.err()
     finally:
@@ -129,6 +136,10 @@ def test_a_conversation_survives_a_harness_crash_and_delegates_again(
     assert session.of("task_state", source="harness", state="COMPLETED", tool="calculator")
     inserted = session.of("backend_insert", inserted=True)
     assert len(inserted) == 1
+    (delivery,) = session.of("delivery")
+    assert (delivery["task_id"], delivery["outcome"]) == (inserted[0]["task_id"], "delivered")
+    (delivered,) = session.of("task_state", source="harness", state="DELIVERED")
+    assert (delivered["task_id"], delivered["previous"]) == (inserted[0]["task_id"], "DELIVERING")
     assert "84" in session.heard() and "Starting it now" in session.heard()
     assert not session.of("frontend_error") and not session.of("protocol_error")
 

@@ -402,6 +402,14 @@ def test_with_enabled_revalidates(shipped: dict[str, Any]) -> None:
         config.with_enabled(["nothing"])
 
 
+def test_superseding_tools_are_the_enabled_ones_declared_so() -> None:
+    config = load_tool_config(SHIPPED)
+    assert config.entry("navigate_to").supersedes is True
+    assert config.entry("timer").supersedes is False
+    assert config.superseding_names() == []  # navigate_to ships disabled
+    assert config.with_enabled(["timer", "navigate_to"]).superseding_names() == ["navigate_to"]
+
+
 def test_the_router_prefers_enabled_keyword_tools_then_the_llm(shipped: dict[str, Any]) -> None:
     plain = config_with(shipped, ["calculator"])
     router = make_router(plain, build_registry(plain))

@@ -23,6 +23,18 @@ memory, then the listeners, then (for RUNNING) the tool. Only the runner thread 
 failed journal write is logged and counted (:attr:`HarnessRunner.journal_errors`) and the task
 goes on: a full disk must not stop the robot answering, it only costs crash safety.
 
+Requests that take work back are handled here, not by a tool:
+
+- A cancel request ("stop", "never mind", "cancel that", "forget it", see
+  :func:`is_cancel_request`) becomes a task of its own (tool ``cancel``) that cancels every
+  unfinished task of its session, withdraws replies nobody has heard yet (their tasks end
+  CANCELLED when their tool had no side effects), waits briefly for the cancelled tools to stop,
+  and completes with what really happened: "Okay, I stopped that." or "That had already been
+  done: ...", or that nothing was running.
+- A request routed to a tool named in ``superseding`` (e.g. navigation: a new goal replaces the
+  old one) supersedes the session's older tasks on that tool the same way, so an old answer is
+  never spoken as if fresh.
+
 After a restart, :meth:`HarnessRunner.recover` applies these rules to what the journal holds:
 
 - QUEUED or RUNNING, tool idempotent (now and when the task was journaled), arguments intact
@@ -44,10 +56,11 @@ import asyncio
 import concurrent.futures
 import json
 import logging
+import re
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +102,33 @@ ALREADY_DONE_NOTE = "That had already been done when the cancel came"
 MAX_RESULT_CHARS = 20_000
 #: How long a tool gets to stop after being cancelled (timeout, shutdown).
 CANCEL_GRACE_S = 1.0
+#: The tool name of a cancel request's task (no registry tool has it).
+CANCEL_TOOL = "cancel"
+#: How long a cancel request waits for the tasks it cancelled to settle before it answers.
+CANCEL_WAIT_S = 2.0
+
+_CANCEL_PHRASE = (
+    r"(?:stop|cancel|abort|never\s*mind|forget\s+(?:it|that|about\s+it)|scratch\s+that"
+    r"|don'?t\s+bother|leave\s+it)"
+)
+_CANCEL_REQUEST = re.compile(
+    r"^\W*(?:(?:oh|um+|uh+|no|okay|ok|wait|actually|please|hey|sorry|so)\W+)*"
+    + _CANCEL_PHRASE
+    + r"(?:\W+(?:"
+    + _CANCEL_PHRASE
+    + r"|it|that|this|everything|all|please|now|then|for\s+now|the\s+\w+"
+    r"|what\s+you'?re\s+doing|doing\s+that))*\W*$",
+    re.IGNORECASE,
+)
+
+
+def is_cancel_request(query: str) -> bool:
+    """True for a request that only takes work back ("stop", "never mind, forget it").
+
+    A request with other content ("stop at the kitchen door", "cancel my 3 pm meeting") is
+    not one: it goes to a tool like any other.
+    """
+    return bool(_CANCEL_REQUEST.match(query.strip()))
 
 
 @dataclass(eq=False)
@@ -136,6 +176,7 @@ class HarnessRunner:
         name: names the thread (``<name>-loop``) for logs and debuggers.
         journal: write every task and transition there first (the caller opens and closes
             it); call :meth:`recover` once to resume what a previous process left.
+        superseding: tools whose newer request supersedes the session's older ones.
 
     Use as a context manager, or call :meth:`close`.
     """
@@ -152,6 +193,7 @@ class HarnessRunner:
         max_retained: int = 1024,
         name: str = "harness",
         journal: Journal | None = None,
+        superseding: Collection[str] = (),
     ) -> None:
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
@@ -168,6 +210,7 @@ class HarnessRunner:
         self._lock = threading.Lock()
         self._closed = False
         self._journal = journal
+        self._superseding = frozenset(superseding)
         self._recovered = False
         #: journal writes that failed (each logged); the tasks went on regardless
         self.journal_errors = 0
@@ -420,6 +463,9 @@ class HarnessRunner:
         args: Mapping[str, Any] | None,
     ) -> None:
         task = control.task
+        if tool_name is None and is_cancel_request(task.query):
+            self._start_cancel_request(control)
+            return
         problem = ""
         try:
             if tool_name is None:
@@ -440,11 +486,60 @@ class HarnessRunner:
         if problem:
             self._fail(control, problem)
             return
-        job = self._loop.create_task(
-            self._execute(control, evidence), name=f"harness-task-{task.id}"
-        )
+        if task.tool in self._superseding:
+            for older in self._session_work(task, tool=task.tool):
+                self._take_back(older, f"superseded by a newer request (task {task.id[:8]})")
+        self._spawn(control, self._execute(control, evidence))
+
+    def _spawn(self, control: _Control, body: Any) -> None:
+        job = self._loop.create_task(body, name=f"harness-task-{control.task.id}")
         control.job = job
         job.add_done_callback(lambda j: self._job_done(control, j))
+
+    # --- taking work back: cancel requests and superseding requests --------------------------
+
+    def _session_work(self, task: Task, tool: str | None = None) -> list[_Control]:
+        """The session's other tasks (on ``tool``) not finished yet: running, or with a reply
+        nobody has heard."""
+        with self._lock:
+            controls = list(self._controls.values())
+        return [
+            c
+            for c in controls
+            if c.task is not task
+            and c.task.session_id == task.session_id
+            and c.task.tool != CANCEL_TOOL
+            and (tool is None or c.task.tool == tool)
+            and c.task.state in _TAKE_BACK
+        ]
+
+    def _take_back(self, control: _Control, reason: str) -> None:
+        """Cancel a task that is still working; withdraw a reply nobody has heard yet."""
+        task = control.task
+        if not task.state.settled:
+            self._cancel(control, reason)
+        elif control.tool is None or not control.tool.side_effects:
+            self._move(control, TaskState.CANCELLED, f"reply withdrawn: {reason}")
+
+    def _start_cancel_request(self, control: _Control) -> None:
+        task = control.task
+        task.tool = CANCEL_TOOL
+        self._journaled(lambda j: j.record_task(task, None))
+        self._notify(task, None, TaskState.QUEUED)
+        self._spawn(control, self._cancel_request(control))
+
+    async def _cancel_request(self, control: _Control) -> None:
+        task = control.task
+        self._move(control, TaskState.RUNNING, "cancelling the session's work")
+        targets = self._session_work(task)
+        for target in targets:
+            self._take_back(target, "the user asked to stop")
+        unsettled = [t.future for t in targets if not t.future.done()]
+        if unsettled:
+            await asyncio.wait([asyncio.wrap_future(f) for f in unsettled], timeout=CANCEL_WAIT_S)
+        task.result_text = _cancel_summary([t.task for t in targets], [t.tool for t in targets])
+        task.payload = {"targets": {t.task.id: t.task.state.value for t in targets}}
+        self._move(control, TaskState.COMPLETED, "cancel request answered")
 
     async def _execute(
         self, control: _Control, evidence: TimelineView, rerun: bool = False
@@ -734,6 +829,51 @@ class HarnessRunner:
                 callback(task, old, new)
             except Exception:
                 log.exception("harness: a transition listener failed (task %s)", task.id)
+
+
+#: States of a task a cancel or a superseding request can still take back.
+_TAKE_BACK = frozenset(
+    {
+        TaskState.QUEUED,
+        TaskState.RUNNING,
+        TaskState.CANCELLING,
+        TaskState.COMPLETED,
+        TaskState.DELIVERING,
+    }
+)
+
+
+def _cancel_summary(tasks: list[Task], tools: list[Tool | None]) -> str:
+    """What a cancel request says it did, truthfully, from the targets' states now."""
+    if not tasks:
+        return "There was nothing running to stop."
+    stopped = [t for t in tasks if t.state is TaskState.CANCELLED]
+    done = [
+        t
+        for t, tool in zip(tasks, tools, strict=True)
+        if t.state in (TaskState.COMPLETED, TaskState.DELIVERING, TaskState.DELIVERED)
+        and (t.note or (tool is not None and tool.side_effects))
+    ]
+    still = [t for t in tasks if not t.state.settled]
+    parts = []
+    if stopped:
+        parts.append(
+            "Okay, I stopped that."
+            if len(stopped) == 1
+            else f"Okay, I stopped {len(stopped)} tasks."
+        )
+    for t in done:
+        parts.append(f"That had already been done: {_quoted(t.query)}.")
+    for t in still:
+        parts.append(f"I could not stop {_quoted(t.query)} yet; it is still finishing.")
+    if not parts:
+        parts.append("Okay, there was nothing left to stop.")
+    return " ".join(parts)
+
+
+def _quoted(query: str, limit: int = 80) -> str:
+    text = " ".join(query.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 async def _stop(job: asyncio.Task[Any]) -> None:

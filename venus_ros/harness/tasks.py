@@ -5,13 +5,17 @@ A task is created QUEUED when the frontend delegates a request. The allowed move
 same table::
 
     QUEUED ──▶ RUNNING ──▶ COMPLETED ──▶ DELIVERING ──▶ DELIVERED
-      │          │  │          │             │
-      │          │  └─▶ FAILED ◀┘             └─▶ COMPLETED  (interrupted, offered again)
+      │          │  │          │   │         │
+      │          │  └─▶ FAILED ◀┘   │         ├─▶ COMPLETED  (interrupted, offered again)
+      │          │                  │         ├─▶ FAILED     (dropped: interrupted again, stale)
+      │          │                  └─────────┴─▶ CANCELLED  (withdrawn before it was spoken)
       │          └─▶ CANCELLING ──▶ CANCELLED | FAILED | COMPLETED
       └─▶ CANCELLING | CANCELLED | FAILED
 
 CANCELLING may end COMPLETED: a side-effecting tool may already have committed when the cancel
-arrived, and the task then says so instead of pretending it was cancelled.
+arrived, and the task then says so instead of pretending it was cancelled. A COMPLETED or
+DELIVERING task moves to CANCELLED only when its reply is withdrawn before anyone heard it (the
+user cancelled, or a newer request superseded it) and its tool had no side effects.
 
 A task recovered from the journal after a harness restart may re-enter its own QUEUED or
 RUNNING state (:meth:`Task.resume`): a history entry that says it was picked up again, not a
@@ -56,8 +60,8 @@ TRANSITIONS: Mapping[TaskState, frozenset[TaskState]] = {
     _S.QUEUED: frozenset({_S.RUNNING, _S.CANCELLING, _S.CANCELLED, _S.FAILED}),
     _S.RUNNING: frozenset({_S.COMPLETED, _S.FAILED, _S.CANCELLING}),
     _S.CANCELLING: frozenset({_S.CANCELLED, _S.FAILED, _S.COMPLETED}),
-    _S.COMPLETED: frozenset({_S.DELIVERING, _S.FAILED}),
-    _S.DELIVERING: frozenset({_S.DELIVERED, _S.COMPLETED}),
+    _S.COMPLETED: frozenset({_S.DELIVERING, _S.FAILED, _S.CANCELLED}),
+    _S.DELIVERING: frozenset({_S.DELIVERED, _S.COMPLETED, _S.FAILED, _S.CANCELLED}),
     _S.DELIVERED: frozenset(),
     _S.FAILED: frozenset(),
     _S.CANCELLED: frozenset(),

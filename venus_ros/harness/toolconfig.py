@@ -14,6 +14,8 @@ The file::
         side_effects: false
         cancellable: true
         idempotent: false             # optional: a crash-interrupted task may run again
+        supersedes: false             # optional: a newer request to this tool replaces the
+                                      # session's older ones (navigation, not timers)
         # kind-specific keys (see the entry classes below)
 
 Every key is checked: an unknown or misspelt key, a wrong type, an invalid schema or an
@@ -70,6 +72,7 @@ COMMON_KEYS = (
     "side_effects",
     "cancellable",
     "idempotent",
+    "supersedes",
 )
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -101,6 +104,7 @@ class _Entry(BaseModel):
     side_effects: bool
     cancellable: bool
     idempotent: bool = False
+    supersedes: bool = False
 
     @field_validator("timeout_s")
     @classmethod
@@ -255,6 +259,10 @@ class ToolConfig(BaseModel):
         data = self.model_dump(by_alias=True)
         data["enabled"] = list(names)
         return parse_tool_config(data, self.source)
+
+    def superseding_names(self) -> list[str]:
+        """The enabled tools declared ``supersedes: true``."""
+        return [n for n, e in self.enabled_entries().items() if e.supersedes]
 
     def llm_names(self) -> list[str]:
         """The enabled ``llm`` tools, in ``enabled`` order."""

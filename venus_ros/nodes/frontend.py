@@ -3,8 +3,11 @@
 Subscriptions feed a thread-safe UnitAssembler; the duplex loop runs on its own thread (never on
 the executor), one step per completed unit; results go out as speech, decisions, transcript and
 timeline events. Delegations become Delegate action goals; their replies come back as backend
-replies that the loop inserts at an eligible boundary. A dead harness costs nothing but the
-delegation: pending goals are reported failed on the timeline and the loop keeps deciding.
+replies that the loop inserts at an eligible boundary. How each reply's delivery ends (played,
+dropped, withdrawn) goes back to the harness on ``delivery``; a task that ends CANCELLED on
+``task_status`` (the user cancelled, or a newer request superseded it) has its reply withdrawn.
+A dead harness costs nothing but the delegation: pending goals are reported failed on the
+timeline and the loop keeps deciding.
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ from venus_interfaces.msg import (
     AudioChunk,
     BackendReply as BackendReplyMsg,
     PlaybackAck as PlaybackAckMsg,
+    TaskStatus,
     TimelineEvent,
     UnitDecision,
 )
 from venus_ros.core.clock import MonotonicClock
+from venus_ros.core.delivery import DeliveryOutcome, Outcome
 from venus_ros.core.duplex import BackendReply, DelegateRequest, DuplexConfig, DuplexLoop
 from venus_ros.core.timeline import Kind, Timeline
 from venus_ros.core.units import InputError, UnitAssembler, UnitConfig
@@ -91,7 +96,9 @@ class FrontendNode(Node):
         self.timeline = Timeline(self.clock, window_s=cfg.timeline_window_s)
         spec = cfg.frontend or f"scripted:{sample_path('script.yaml')}"
         self.frontend = make_frontend(spec, clock=self.clock)
-        self.loop = DuplexLoop(self.frontend, self.timeline, self.clock, cfg.duplex)
+        self.loop = DuplexLoop(
+            self.frontend, self.timeline, self.clock, cfg.duplex, on_delivery=self._on_delivery
+        )
         self.assembler = UnitAssembler(cfg.units)
         self.dropped_messages = 0
         self.lost_samples = 0
@@ -116,6 +123,16 @@ class FrontendNode(Node):
         )
         self.pub_timeline = self.create_publisher(
             TimelineEvent, TOPICS["timeline"], qos_for("timeline")
+        )
+        self.pub_delivery = self.create_publisher(
+            TaskStatus, TOPICS["delivery"], qos_for("delivery")
+        )
+        self.create_subscription(
+            TaskStatus,
+            TOPICS["task_status"],
+            self._on_task_status,
+            qos_for("task_status"),
+            callback_group=group,
         )
         self.create_subscription(
             AudioChunk,
@@ -192,7 +209,26 @@ class FrontendNode(Node):
         if not msg.text.strip():
             self._reject(InputError("backend_reply.text", "empty reply"))
             return
-        self.loop.offer_backend(BackendReply(msg.task_id, msg.text))
+        self.loop.offer_backend(BackendReply(msg.task_id, msg.text, topic=msg.topic))
+
+    def _on_task_status(self, msg: TaskStatus) -> None:
+        if msg.state == TaskStatus.CANCELLED:
+            self.loop.withdraw_backend(msg.task_id, msg.message or "cancelled")
+
+    def _on_delivery(self, outcome: DeliveryOutcome) -> None:
+        """Tell the harness how a reply's delivery ended (re-offers stay here)."""
+        state = _DELIVERY_STATES.get(outcome.outcome)
+        if state is None:
+            return
+        self.pub_delivery.publish(
+            TaskStatus(
+                header=Header(stamp=self.get_clock().now().to_msg()),
+                task_id=outcome.task_id,
+                state=state,
+                progress=1.0,
+                message=f"{outcome.outcome.value}: {outcome.reason}",
+            )
+        )
 
     def _on_heartbeat(self, msg: Header) -> None:
         self._heartbeat_at = self.clock.now()
@@ -284,7 +320,9 @@ class FrontendNode(Node):
         if not self._finish(task_id, state, "harness result"):
             return
         if state == "COMPLETED" and result.reply_text.strip():
-            self.loop.offer_backend(BackendReply(task_id, result.reply_text))
+            self.loop.offer_backend(
+                BackendReply(task_id, result.reply_text, topic=_tool_of(result.payload_json))
+            )
 
     def _finish(self, task_id: str, state: str, reason: str) -> bool:
         """End a pending delegation; False if it had already ended (e.g. timed out)."""
@@ -345,6 +383,24 @@ class FrontendNode(Node):
             self._wake.notify_all()
         self._thread.join(timeout=5.0)
         self.frontend.close()
+
+
+#: Delivery outcomes the harness hears about, as the task state they lead to.
+_DELIVERY_STATES = {
+    Outcome.DELIVERED: TaskStatus.DELIVERED,
+    Outcome.DROPPED: TaskStatus.FAILED,
+    Outcome.WITHDRAWN: TaskStatus.CANCELLED,
+}
+
+
+def _tool_of(payload_json: str) -> str:
+    """The tool named in a Delegate result's payload ("" if there is none)."""
+    try:
+        payload = json.loads(payload_json)
+    except ValueError:
+        return ""
+    tool = payload.get("tool") if isinstance(payload, dict) else None
+    return tool if isinstance(tool, str) else ""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,8 +18,15 @@
   (its goal died with it) and a re-run task that completes are published here as a
   BackendReply, once some subscriber (the frontend) has matched, and moved to DELIVERING; a
   reply older than ``reply_max_age_s`` is dropped (FAILED, stale) rather than spoken as if
-  fresh. A Delegate result marks its reply handed off, so a restart never repeats it.
-  (DELIVERING -> DELIVERED on the frontend's playback acknowledgement is not wired yet.)
+  fresh. A Delegate result carrying a reply moves its task to DELIVERING (a restart never
+  repeats it).
+- ``delivery`` (in, TaskStatus from the frontend): how each reply's delivery ended, moving its
+  task on: DELIVERED once playback acknowledged it, FAILED when it was dropped (interrupted
+  again, or stale), CANCELLED when it was withdrawn unheard (rules in
+  :mod:`venus_ros.core.delivery`).
+- Cancel requests ("stop", "never mind") and superseding requests (tools declared
+  ``supersedes: true``) take work back in the runner (:mod:`venus_ros.harness.runner`); the
+  frontend withdraws the replies of tasks that end CANCELLED here.
 
 No callback ever waits, so any number of goals run at once on any executor: a goal's task is
 submitted when the goal is accepted, the goal stays ACCEPTED (action status) while the task runs
@@ -207,6 +214,9 @@ class HarnessNode(Node):
         self.create_subscription(
             TimelineEvent, TOPICS["timeline"], self._on_timeline, qos_for("timeline")
         )
+        self.create_subscription(
+            TaskStatus, TOPICS["delivery"], self._on_delivery, qos_for("delivery")
+        )
         self._runner = HarnessRunner(
             registry,
             self._session_clock,
@@ -215,6 +225,7 @@ class HarnessNode(Node):
             listeners=[self._on_transition],
             progress_listeners=[self._on_progress],
             journal=self._journal,
+            superseding=tool_config.superseding_names(),
         )
         try:
             recovery = self._runner.recover(
@@ -298,6 +309,26 @@ class HarnessNode(Node):
             self._runner.advance(
                 task.id, TaskState.DELIVERING, "offered on backend_reply: no Delegate goal waits"
             )
+
+    # --- delivery outcomes in ----------------------------------------------------------------
+
+    def _on_delivery(self, msg: TaskStatus) -> None:
+        """The frontend reports how a reply's delivery ended: move the task on."""
+        try:
+            state = TaskState(msg.state)
+        except ValueError:
+            self.get_logger().warning(f"delivery report with unknown state {msg.state!r}")
+            return
+        if state not in _DELIVERY_ENDS:
+            self.get_logger().warning(f"delivery report with state {msg.state} ignored")
+            return
+        task_id, reason = msg.task_id, f"frontend: {msg.message}"
+
+        def done(result: concurrent.futures.Future[TaskState]) -> None:
+            if result.exception() is not None:  # e.g. already CANCELLED here: nothing to do
+                self.get_logger().debug(f"delivery of {task_id}: {result.exception()}")
+
+        self._runner.advance(task_id, state, reason).add_done_callback(done)
 
     # --- timeline in -------------------------------------------------------------------------
 
@@ -472,8 +503,15 @@ class HarnessNode(Node):
             goal = self._goals.pop(task_id)
         task = goal.task
         assert task is not None
+        final_state = task.state
+        text = reply_text(task)
         if task.state is TaskState.COMPLETED:
-            self._runner.hand_off(task_id)  # the client has the reply: a restart must not repeat it
+            # The client has the reply: a restart must not repeat it; the frontend reports how
+            # its delivery ends.
+            if text.strip():
+                self._runner.advance(task_id, TaskState.DELIVERING, "sent in the Delegate result")
+            else:
+                self._runner.hand_off(task_id, "nothing to say")
             goal_handle.succeed()
         elif task.state is TaskState.CANCELLED and goal_handle.is_cancel_requested:
             goal_handle.canceled()
@@ -490,8 +528,8 @@ class HarnessNode(Node):
         if task.note:
             payload["note"] = task.note
         return Delegate.Result(
-            final_state=task.state.value,
-            reply_text=reply_text(task),
+            final_state=final_state.value,
+            reply_text=text,
             payload_json=json.dumps(payload, allow_nan=False, default=str),
         )
 
@@ -554,6 +592,10 @@ class HarnessNode(Node):
             )
         elif new is TaskState.COMPLETED and old is not TaskState.COMPLETED:
             self._offer(task)  # a recovered task finished: no goal waits for its reply
+
+
+#: The states a frontend's delivery report may move a task to.
+_DELIVERY_ENDS = frozenset({TaskState.DELIVERED, TaskState.FAILED, TaskState.CANCELLED})
 
 
 def _task_id(goal_handle: ServerGoalHandle) -> str:
