@@ -1,0 +1,267 @@
+"""Suite synthesis: determinism, seed ranges, and that every sample says what its metadata says."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+import soundfile as sf
+
+from venus_ros.audio.tts import piper_available
+from venus_ros.core.errors import DeviceError
+from venus_ros.eval.scenario import CATEGORIES, INPUT_RATE, OVERLAP_CATEGORIES, Sample, Suite
+from venus_ros.eval.synth import (
+    ASSISTANT_TEXTS,
+    ESPEAK_VOICES,
+    FILLERS,
+    GATE_DB,
+    NOISE_DBFS,
+    PIPER_VOICE,
+    SEED_RANGES,
+    USER_RMS_DBFS,
+    _Voices,
+    active_rms_dbfs,
+    frame_rms,
+    suite_tools,
+    synthesize,
+)
+
+SEED = 123
+FRAME_S = 0.01
+
+
+def digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
+    return synthesize(tmp_path_factory.mktemp("a") / "suite", 1, SEED, voices="espeak")
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes(suite: Suite, tmp_path: Path) -> None:
+    again = synthesize(tmp_path / "again", 1, SEED, voices="espeak")
+    first = digest(suite.root)
+    assert len(first) == 8 * 2 + 1  # input.wav + metadata.json per sample, tools.json
+    assert digest(again.root) == first
+    other = synthesize(tmp_path / "other", 1, SEED + 1, voices="espeak")
+    changed = {k for k, v in digest(other.root).items() if first.get(k) != v}
+    assert changed >= {f"{c}_000/input.wav" for c in CATEGORIES}
+
+
+def test_a_category_does_not_depend_on_the_others(suite: Suite, tmp_path: Path) -> None:
+    alone = synthesize(tmp_path / "alone", 1, SEED, ["pause", "tool_use"], voices="espeak")
+    assert [s.id for s in alone.samples] == ["pause_000", "tool_use_000"]
+    whole = digest(suite.root)
+    for path, value in digest(alone.root).items():
+        assert whole[path] == value, path
+
+
+def test_seed_ranges_and_arguments(tmp_path: Path) -> None:
+    assert SEED_RANGES["eval"].stop <= SEED_RANGES["train"].start
+    train = SEED_RANGES["train"].start
+    with pytest.raises(ValueError, match="outside the eval range"):
+        synthesize(tmp_path / "x", 1, train)
+    with pytest.raises(ValueError, match="outside the train range"):
+        synthesize(tmp_path / "x", 1, 5, purpose="train")
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"seed": -1}, "outside"),
+        ({"seed": True}, "outside"),
+        ({"purpose": "test"}, "purpose"),
+        ({"n": 0}, "n "),
+        ({"categories": ["laughter"]}, "unknown"),
+        ({"categories": []}, "unknown or no"),
+        ({"voices": "festival"}, "voices"),
+    ]
+    for changes, message in bad:
+        kwargs: dict[str, Any] = {"out": tmp_path / "x", "n": 1, "seed": 5, **changes}
+        with pytest.raises(ValueError, match=message):
+            synthesize(**kwargs)
+    assert not (tmp_path / "x").exists()
+    made = synthesize(tmp_path / "t", 1, train + 7, ["turn_taking"], purpose="train")
+    assert made.samples[0].extra["purpose"] == "train"
+    assert made.samples[0].extra["seed"] == train + 7
+
+
+def test_out_folder_must_be_empty_unless_overwrite(suite: Suite, tmp_path: Path) -> None:
+    out = tmp_path / "s"
+    synthesize(out, 1, 9, ["delegation", "tool_use"], voices="espeak")
+    (out / "README.md").write_text("mine", encoding="utf-8")
+    with pytest.raises(FileExistsError, match="not empty"):
+        synthesize(out, 1, 9, ["pause"], voices="espeak")
+    replaced = synthesize(out, 1, 9, ["pause"], voices="espeak", overwrite=True)
+    assert [s.id for s in replaced.samples] == ["pause_000"]
+    assert not (out / "tools.json").exists()
+    assert (out / "README.md").read_text(encoding="utf-8") == "mine"
+
+
+def _spans(sample: Sample) -> list[tuple[float, float]]:
+    if sample.category == "background":
+        assert sample.overlap is not None
+        return [sample.overlap]
+    return [(t.start, t.end) for t in sample.turns]
+
+
+def test_every_category_turn_times_are_where_the_speech_is(suite: Suite) -> None:
+    assert [s.category for s in suite.samples] == sorted(CATEGORIES)
+    for sample in suite.samples:
+        audio, rate = sample.load_audio()
+        assert rate == INPUT_RATE
+        spans = _spans(sample)
+        assert spans, sample.id
+        inside = np.zeros(audio.size, bool)
+        for start, end in spans:
+            first, last = round(start * rate), round(end * rate)
+            assert last <= audio.size
+            inside[first:last] = True
+            rms = frame_rms(audio[first:last])
+            gate = rms.max() * 10 ** (-GATE_DB / 20)
+            # the turn starts and ends with a frame of speech (the energy gate's verdict)
+            assert rms[0] > gate and rms[-1] > gate, (sample.id, start, end)
+            assert rms.max() > 0.02, sample.id
+        # nothing but exact silence outside the turns (noise is off)
+        assert not np.any(audio[~inside]), sample.id
+        assert sample.extra["voice"] in ESPEAK_VOICES
+        assert 140 <= sample.extra["rate_wpm"] <= 190
+
+
+def test_overlap_samples(suite: Suite) -> None:
+    for category in OVERLAP_CATEGORIES:
+        (sample,) = suite.by_category(category)
+        assert sample.expected == ("respond" if category == "interruption" else "resume")
+        (assistant,) = sample.assistant_turns
+        assert assistant.text in ASSISTANT_TEXTS
+        assert 0.5 <= assistant.start <= 1.0
+        assert sample.overlap is not None
+        assert 2.0 <= sample.overlap[0] - assistant.start <= 4.0 + FRAME_S
+        assert 8.0 <= sample.duration_s <= 12.0
+        assert sample.duration_s - sample.overlap[1] >= 3.0
+        if category != "background":
+            (turn,) = sample.turns
+            assert (turn.start, turn.end) == sample.overlap
+        else:
+            assert sample.turns == ()
+            assert sample.extra["background"]["kind"] in ("talker", "tv")
+
+
+def test_pause_turn_taking_and_delegation(suite: Suite, tmp_path: Path) -> None:
+    (pause,) = suite.by_category("pause")
+    first, second = pause.turns
+    assert pause.extra["pause"] == [first.end, second.start]
+    assert 1.0 <= second.start - first.end <= 2.0 + FRAME_S
+    assert pause.duration_s - second.end >= 3.0
+    (question,) = suite.by_category("turn_taking")
+    assert question.turns[0].text.endswith("?")
+    assert question.duration_s - question.turns[-1].end >= 3.0
+    labels = synthesize(tmp_path / "d", 6, 77, ["delegation"], voices="espeak")
+    assert sorted(s.needs_delegation for s in labels.samples) == [False] * 3 + [True] * 3
+    assert len({s.turns[0].text for s in labels.samples}) == 6
+
+
+def test_tool_use_calls_are_valid_and_normalised(tmp_path: Path) -> None:
+    made = synthesize(tmp_path / "tools", 6, 31, ["tool_use"], voices="espeak")
+    specs = {t.name: t for t in made.tools}
+    assert specs.keys() == {t.name for t in suite_tools()}
+    assert {"timer", "calculator", "clock"} <= specs.keys()
+    assert json.loads((made.root / "tools.json").read_text(encoding="utf-8"))
+    first_calls = set()
+    for sample in made.samples:
+        assert sample.expected_tool_calls, sample.id
+        assert sample.tools == tuple(specs)
+        assert sample.extra["disfluencies"], sample.id
+        first_calls.add(sample.expected_tool_calls[0].name)
+        for call in sample.expected_tool_calls:
+            jsonschema.validate(dict(call.arguments), specs[call.name].schema)
+            for key, value in call.arguments.items():
+                if key in ("location", "object", "room"):
+                    assert value == value.lower().strip(), (sample.id, value)
+                    assert value in sample.turns[0].text
+            if call.name == "timer":
+                assert isinstance(call.arguments["seconds"], int)
+                assert call.arguments["seconds"] > 0
+            if call.name == "calculator":
+                assert re.fullmatch(r"\d+ [-+*/] \d+", call.arguments["expression"])
+    assert len(first_calls) == 6  # every tool kind, once each for n=6
+
+
+def test_tool_use_text_is_disfluent(tmp_path: Path) -> None:
+    made = synthesize(tmp_path / "t", 12, 4, ["tool_use"], voices="espeak")
+    fillers = {w for f in FILLERS for w in re.findall(r"[a-z]+", f)}
+    for sample in made.samples:
+        text = sample.turns[0].text.lower()
+        kinds = set(sample.extra["disfluencies"])
+        words = re.findall(r"[a-z]+", text)
+        if "filler" in kinds:
+            assert fillers & set(words), text
+        if "self_correction" in kinds:
+            assert re.search(r"\b(no|sorry|actually|i mean)\b", text), text
+
+
+def test_background_is_5_to_20_db_below_the_user(tmp_path: Path) -> None:
+    made = synthesize(tmp_path / "bg", 4, 55, ["background"], voices="espeak")
+    kinds = set()
+    for sample in made.samples:
+        audio, _ = sample.load_audio()
+        below = USER_RMS_DBFS - active_rms_dbfs(audio)
+        assert 5.0 - 0.5 <= below <= 20.0 + 0.5, (sample.id, below)
+        assert below == pytest.approx(sample.extra["background_db_below_user"], abs=0.5)
+        kinds.add(sample.extra["background"]["kind"])
+    user = synthesize(tmp_path / "user", 2, 55, ["turn_taking"], voices="espeak")
+    for sample in user.samples:
+        level = active_rms_dbfs(sample.load_audio()[0])
+        assert abs(level - USER_RMS_DBFS) <= 3.5
+
+
+def test_room_noise(tmp_path: Path) -> None:
+    made = synthesize(tmp_path / "n", 1, 8, ["turn_taking"], voices="espeak", noise=True)
+    (sample,) = made.samples
+    noisy, _ = sample.load_audio()
+    clean, _ = sf.read(str(sample.folder / "clean_input.wav"), dtype="float32")
+    noise = noisy - clean
+    level = 20 * np.log10(np.sqrt(np.mean(noise.astype(np.float64) ** 2)))
+    assert level == pytest.approx(NOISE_DBFS, abs=1.0)
+    # pink-ish: more energy below 500 Hz than in an equal-width band above 4 kHz
+    spectrum = np.abs(np.fft.rfft(noise)) ** 2
+    freqs = np.fft.rfftfreq(noise.size, 1 / INPUT_RATE)
+    assert (
+        spectrum[(freqs > 20) & (freqs < 500)].sum()
+        > 4 * spectrum[(freqs > 4000) & (freqs < 4480)].sum()
+    )
+    assert sample.extra["noise_dbfs"] == NOISE_DBFS
+
+
+def test_every_espeak_voice_sounds_different() -> None:
+    voices = _Voices()
+    rendered = {
+        hashlib.sha256(voices.render("Good morning, how are you?", v, 170).tobytes()).hexdigest()
+        for v in ESPEAK_VOICES
+    }
+    assert len(rendered) == len(ESPEAK_VOICES)
+
+
+def test_assistant_texts_last_6_to_10_seconds() -> None:
+    voices = _Voices()
+    for text in ASSISTANT_TEXTS:
+        seconds = voices.render(text, "en-us", 170).size / INPUT_RATE
+        assert 6.0 <= seconds <= 10.0, (seconds, text)
+
+
+def test_neural_voice_is_deterministic_or_refused(tmp_path: Path) -> None:
+    if not piper_available():
+        with pytest.raises(DeviceError, match="neural voice"):
+            synthesize(tmp_path / "p", 1, 3, ["turn_taking"], voices="piper")
+        return
+    one = synthesize(tmp_path / "p1", 1, 3, ["turn_taking"], voices="piper")
+    two = synthesize(tmp_path / "p2", 1, 3, ["turn_taking"], voices="piper")
+    assert one.samples[0].extra["voice"] == PIPER_VOICE
+    assert digest(one.root) == digest(two.root)
