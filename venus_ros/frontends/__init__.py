@@ -1,5 +1,11 @@
 """Frontend implementations, chosen by a spec string such as ``scripted:FILE``.
 
+- ``scripted:FILE``: a YAML script (:mod:`.scripted`), for tests and samples.
+- ``vad-bargein[:OPTIONS]`` and ``never-yield[:OPTIONS]``: the evaluation baselines, real speech
+  stacks (AEC, Silero VAD, Whisper, espeak-ng) around a floor policy (:mod:`.policy`); options
+  ``asr``/``noasr`` (on), ``aec``/``noaec`` (off; on where the mic hears the speaker),
+  ``partials``, ``tts=ENGINE``, ``substeps=N``.
+
 Each implementation is imported only when chosen, so heavy libraries load only where needed.
 """
 
@@ -9,7 +15,7 @@ from venus_ros.core.clock import Clock
 from venus_ros.core.frontend import Frontend, FrontendError
 
 #: Frontend names accepted by :func:`make_frontend`.
-NAMES = ("scripted",)
+NAMES = ("scripted", "vad-bargein", "never-yield")
 
 
 def make_frontend(spec: str, clock: Clock | None = None) -> Frontend:
@@ -29,4 +35,8 @@ def make_frontend(spec: str, clock: Clock | None = None) -> Frontend:
         from venus_ros.frontends.scripted import ScriptedFrontend, load_script
 
         return ScriptedFrontend(load_script(argument), clock=clock)
+    if name in ("vad-bargein", "never-yield"):
+        from venus_ros.frontends.policy import make_policy_frontend
+
+        return make_policy_frontend(name, argument)
     raise FrontendError(f"unknown frontend {name!r}; choose one of {', '.join(NAMES)}")

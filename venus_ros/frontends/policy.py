@@ -1,0 +1,1125 @@
+"""Floor-policy frontends: a speech stack around a pluggable "when to talk" policy.
+
+:class:`PolicyFrontend` is a complete frontend built from the embedded speech components:
+
+* **Perception**: the user channel goes through echo cancellation (optional; WebRTC AEC3 with
+  the frontend's own output as reference), Silero VAD (one probability per 32 ms frame) and,
+  optionally, Whisper on the utterances the VAD cuts out (final transcripts; partial ones on
+  request). Each unit (and each sub-step of a unit) is summarised as a :class:`FloorObservation`.
+* **Floor policy**: a :class:`FloorPolicy` maps observations to a :class:`FloorAction`
+  (keep listening, start speaking, keep speaking, yield). This is the seam where the trained
+  policy of the cascade frontend plugs in; :class:`VadBargeIn` and :class:`NeverYield` are the
+  evaluation baselines.
+* **Responder**: what to say when the policy takes the floor (:class:`Responder`): a
+  ``<backend>`` reply that arrived in ``unit.texts`` is spoken; otherwise the user's request
+  is either delegated (``"Let me check."`` and a private ``<delegate>transcript</delegate>``,
+  decided by a :data:`Delegator`) or acknowledged with a short template.
+* **Voice**: TTS (:func:`venus_ros.audio.tts.make_tts`, espeak-ng by default); a turn's audio
+  is synthesised when the turn starts and handed out at most one second per unit, the visible
+  text split across units in proportion to the audio (whole words; the private span travels
+  with the words before it).
+
+Rules of the duplex loop it obeys: one decision per unit; once speaking it returns to listening
+only with ``end_of_turn`` (a yield is ``LISTEN`` + ``end_of_turn`` with no speech, so the loop
+flushes the speaker; a finished turn ends with its last audio); at most one ``<delegate>`` per
+turn; nothing is produced in a listen unit.
+
+Timing: the loop calls ``prefill``/``generate`` at the end of each unit (the *boundary*); audio
+returned there starts playing at the boundary. Playback is therefore assumed to run from the
+boundary, back to back with what the frontend emitted before, and to stop at the boundary of a
+yield; the frontend's own record of that schedule gives the AEC reference and the "assistant
+is playing" flags of the observation. With echo cancellation the VAD sees the user channel
+18 ms late (:attr:`venus_ros.audio.aec.EchoCanceller.latency_samples`); all times in an
+observation are session times with that latency taken out.
+
+Models are loaded once per process and shared: the Whisper recogniser and the TTS are
+stateless and shared by every frontend; VAD and echo canceller carry stream state, so each
+frontend borrows its own from a per-process pool and returns it when closed or garbage
+collected (the evaluation runner's one frontend per sample reuses them).
+
+Everything is deterministic given the same input: VAD, AEC3, greedy Whisper decoding and
+espeak-ng are, and acknowledgements rotate in a fixed order from :meth:`PolicyFrontend.prepare`.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import math
+import re
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from venus_ros.core.frontend import Decision, Frontend, FrontendError, UnitOutput
+from venus_ros.core.protocol import escape_tags
+from venus_ros.core.units import InputUnit
+
+if TYPE_CHECKING:
+    from venus_ros.audio.aec import EchoCanceller
+    from venus_ros.audio.asr import SegmentTranscriber, WhisperAsr
+    from venus_ros.audio.tts import Tts
+    from venus_ros.audio.vad import SileroVad
+
+__all__ = [
+    "ACKNOWLEDGEMENTS",
+    "CHECK_PHRASE",
+    "FRAME_S",
+    "Delegator",
+    "FloorAction",
+    "FloorObservation",
+    "FloorPolicy",
+    "FloorStep",
+    "NeverYield",
+    "PolicyFrontend",
+    "Responder",
+    "Response",
+    "UserRequest",
+    "VadBargeIn",
+    "delegate_all",
+    "make_policy_frontend",
+]
+
+SAMPLE_RATE = 16000
+"""Rate of the user channel, in Hz."""
+FRAME_SAMPLES = 512
+"""Samples per VAD frame (Silero's 32 ms at 16 kHz)."""
+FRAME_S = FRAME_SAMPLES / SAMPLE_RATE
+"""Length of one VAD frame, in seconds (0.032)."""
+SILENCE_DB = -120.0
+"""Energy reported where there is none to measure (no frame, digital silence)."""
+
+CHECK_PHRASE = "Let me check."
+"""What the assistant says when it delegates a request."""
+ACKNOWLEDGEMENTS = ("Okay.", "Sure.", "I see.", "Got it.", "Alright.")
+"""Acknowledgement templates, used in this order, round robin."""
+
+_BACKEND = re.compile(r"<backend>(.*?)</backend>", re.DOTALL)
+_TOKEN = re.compile(r"\S+\s*")
+_EPS = 1e-9
+
+
+# ---------------------------------------------------------------------------------------------
+# Observation, action, policy
+# ---------------------------------------------------------------------------------------------
+
+
+class FloorAction(str, enum.Enum):
+    """What a floor policy wants at a boundary.
+
+    ``START_SPEAKING`` only means something while listening and ``YIELD`` only while speaking;
+    every other answer keeps the floor as it is (``KEEP_LISTENING`` while speaking, for
+    example, is the same as ``KEEP_SPEAKING``: the loop never lets a turn end without
+    ``end_of_turn``, and only ``YIELD`` writes one).
+    """
+
+    KEEP_LISTENING = "keep_listening"
+    START_SPEAKING = "start_speaking"
+    KEEP_SPEAKING = "keep_speaking"
+    YIELD = "yield"
+
+
+@dataclass(frozen=True)
+class FloorObservation:
+    """What the floor policy knows at one step: the unit so far and the conversation state.
+
+    A unit is observed in ``substeps`` equal pieces (one by default); the observation of
+    piece ``k`` covers the unit from its start to the end of that piece, and the last one
+    (``is_boundary``) covers the whole unit: the frontend acts on the policy's answer to it.
+
+    Per-frame fields cover the 32 ms VAD frames completed in this unit so far, in order, the
+    first starting at ``frames_start_s``. A frame belongs to the unit whose audio completed it.
+
+    Attributes:
+        unit_index: The unit's index.
+        substep: Which piece of the unit this is, ``0 .. substeps - 1``.
+        substeps: Pieces per unit.
+        t: Session time at the end of the audio taken in so far (the boundary, at the last
+            substep), in seconds.
+        frames_start_s: Session time of the first frame's start (``t`` when there is none).
+        frames_end_s: Session time of the newest frame's end: how far the VAD has heard
+            (echo cancellation and framing make it lag ``t`` by up to ~50 ms).
+        vad_probs: Silero speech probability per frame of the (echo-cancelled) user channel.
+        frame_db: Energy of each frame, dBFS (mean square, floor ``SILENCE_DB``).
+        assistant_frames: Per frame, whether the assistant's own audio was playing then (from
+            the frontend's playback schedule; with ``end_of_turn`` a finished turn's last audio
+            still plays into the next unit).
+        vad_threshold: Probability at or above which a frame counts as user speech.
+        user_speech_s: User speech in the unit so far (voiced frames x 32 ms).
+        user_speech_db: Mean energy of those voiced frames, dBFS (``SILENCE_DB`` if none).
+        overlap_s: User speech in the unit so far while the assistant's audio was playing.
+        trailing_silence_s: Time from the end of the user's last voiced frame to
+            ``frames_end_s`` (from the session start if the user has not spoken).
+        user_speaking: The VAD's own hysteresis state (a ``start`` without its ``end`` yet:
+            speech continues through short pauses; ends need 300 ms of silence).
+        user_turn_speech_s: User speech since the assistant last took the floor (or since the
+            session start): what a response would answer.
+        user_text: Final transcripts of that speech, joined (empty without ASR).
+        transcript: Partial transcript of the utterance in progress (only with
+            ``asr_partials``; empty otherwise).
+        assistant_speaking: The assistant holds the floor (a turn started and not ended at an
+            earlier boundary).
+        forced_turn: That turn was scheduled (:meth:`PolicyFrontend.schedule_turns`).
+        assistant_spoken_s: Seconds of that turn's audio played by ``t``.
+        assistant_remaining_s: Seconds of that turn's audio not played by ``t`` (the whole
+            turn is synthesised when it starts, so this is exact).
+        turn_overlap_s: User speech while the assistant's audio played, since the turn began.
+        backend_pending: Backend replies received and not yet spoken.
+    """
+
+    unit_index: int
+    substep: int
+    substeps: int
+    t: float
+    frames_start_s: float
+    frames_end_s: float
+    vad_probs: tuple[float, ...]
+    frame_db: tuple[float, ...]
+    assistant_frames: tuple[bool, ...]
+    vad_threshold: float
+    user_speech_s: float
+    user_speech_db: float
+    overlap_s: float
+    trailing_silence_s: float
+    user_speaking: bool
+    user_turn_speech_s: float
+    user_text: str
+    transcript: str
+    assistant_speaking: bool
+    forced_turn: bool
+    assistant_spoken_s: float
+    assistant_remaining_s: float
+    turn_overlap_s: float
+    backend_pending: int
+
+    @property
+    def is_boundary(self) -> bool:
+        """Whether this is the unit's last piece, the one the frontend acts on."""
+        return self.substep == self.substeps - 1
+
+
+class FloorPolicy(abc.ABC):
+    """Decides who holds the floor, from one :class:`FloorObservation` at a time.
+
+    :meth:`decide` is called for every sub-step of every unit, in time order; the frontend
+    acts on the answer for the boundary (``obs.is_boundary``). A policy that reacts at a finer
+    grain keeps state between calls; :meth:`reset` clears it when a session starts.
+    """
+
+    #: A short name, for reports.
+    name: str = "policy"
+
+    @abc.abstractmethod
+    def decide(self, obs: FloorObservation) -> FloorAction:
+        """The action wanted after this observation."""
+
+    def reset(self) -> None:
+        """Forget everything about the previous session. The default keeps no state."""
+
+
+def _check_positive(name: str, value: float) -> float:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name}: must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+class _TakesTurnAfterSilence(FloorPolicy):
+    """The turn-taking rule both baselines share.
+
+    While listening: start speaking once the user has spoken (at least ``min_user_speech_s``
+    since the assistant last spoke) and has then been silent for ``take_turn_after_s``, or
+    when a backend reply is waiting and the user has been silent that long.
+    """
+
+    def __init__(self, take_turn_after_s: float = 0.6, min_user_speech_s: float = 0.096) -> None:
+        self.take_turn_after_s = _check_positive("take_turn_after_s", take_turn_after_s)
+        self.min_user_speech_s = _check_positive("min_user_speech_s", min_user_speech_s)
+
+    def _listening(self, obs: FloorObservation) -> FloorAction:
+        quiet = obs.trailing_silence_s + _EPS >= self.take_turn_after_s
+        wants = obs.user_turn_speech_s + _EPS >= self.min_user_speech_s or obs.backend_pending > 0
+        return FloorAction.START_SPEAKING if quiet and wants else FloorAction.KEEP_LISTENING
+
+
+class VadBargeIn(_TakesTurnAfterSilence):
+    """Baseline "stop whenever the user speaks".
+
+    While speaking it yields as soon as the VAD hears at least ``min_overlap_s`` of user speech
+    over the assistant's audio in a unit (two 32 ms frames by default, so a single-frame click
+    does not count); it cannot tell a backchannel, a remark to someone else or background
+    talk from an interruption. While listening it takes the turn like every baseline (see
+    :class:`_TakesTurnAfterSilence`: 0.6 s of silence after user speech).
+
+    Args:
+        min_overlap_s: Overlapping user speech within one unit that makes it yield.
+        take_turn_after_s: Trailing silence after user speech before it takes the turn.
+        min_user_speech_s: User speech needed before that silence counts.
+    """
+
+    name = "vad-bargein"
+
+    def __init__(
+        self,
+        min_overlap_s: float = 0.064,
+        take_turn_after_s: float = 0.6,
+        min_user_speech_s: float = 0.096,
+    ) -> None:
+        super().__init__(take_turn_after_s, min_user_speech_s)
+        self.min_overlap_s = _check_positive("min_overlap_s", min_overlap_s)
+
+    def decide(self, obs: FloorObservation) -> FloorAction:
+        """Yield on overlapping speech while speaking; take the turn after silence."""
+        if obs.assistant_speaking:
+            if obs.overlap_s + _EPS >= self.min_overlap_s:
+                return FloorAction.YIELD
+            return FloorAction.KEEP_SPEAKING
+        return self._listening(obs)
+
+
+class NeverYield(_TakesTurnAfterSilence):
+    """Baseline that never gives up the floor: every turn is spoken to its end.
+
+    While listening it takes the turn like :class:`VadBargeIn`. Speech the user made during
+    the assistant's turn still counts as a request, answered once the turn has finished.
+    """
+
+    name = "never-yield"
+
+    def decide(self, obs: FloorObservation) -> FloorAction:
+        """Keep speaking while speaking; take the turn after silence."""
+        if obs.assistant_speaking:
+            return FloorAction.KEEP_SPEAKING
+        return self._listening(obs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Responder
+# ---------------------------------------------------------------------------------------------
+
+#: Decides whether a user request goes to the background harness: transcript -> delegate?
+Delegator = Callable[[str], bool]
+
+
+def delegate_all(transcript: str) -> bool:
+    """The baselines' delegator: every request is delegated.
+
+    A deliberate, documented baseline: recall 100% and specificity 0% on delegation by
+    construction. The cascade passes its trained router instead.
+    """
+    return True
+
+
+@dataclass(frozen=True)
+class UserRequest:
+    """The user's speech that a response answers.
+
+    Attributes:
+        transcript: Final transcripts joined (empty without ASR or when nothing was heard).
+        start_s: Session time of its first voiced frame.
+        end_s: Session time of its last voiced frame's end.
+        speech_s: Voiced time in it.
+        asr: Whether ASR ran (an empty transcript with ASR means nothing intelligible).
+    """
+
+    transcript: str
+    start_s: float
+    end_s: float
+    speech_s: float
+    asr: bool
+
+
+@dataclass(frozen=True)
+class Response:
+    """One assistant turn to speak.
+
+    Attributes:
+        spoken: The words, plain text (spoken and shown).
+        kind: ``"backend"`` (a harness reply), ``"delegate"`` or ``"ack"``.
+        query: The delegated request (``kind == "delegate"`` only), already escaped.
+    """
+
+    spoken: str
+    kind: Literal["backend", "delegate", "ack"]
+    query: str = ""
+
+    @property
+    def text(self) -> str:
+        """The turn's whole text as the model writes it (with its private span, if any)."""
+        if self.kind == "delegate":
+            return f"{self.spoken} <delegate>{self.query}</delegate>"
+        return self.spoken
+
+
+class Responder:
+    """Chooses what to say when the policy takes the floor.
+
+    Priority: a waiting backend reply (spoken as it came, cleaned of markup); else the
+    user's request: delegated when ``delegator(transcript)`` says so (``"Let me check."`` and a
+    ``<delegate>`` span holding the transcript), acknowledged otherwise. With ASR on, an
+    empty transcript (nothing intelligible) is acknowledged without asking the delegator;
+    without ASR the delegator gets ``""`` and a delegated query describes the request's time
+    span instead (the harness has the audio as evidence).
+
+    Args:
+        delegator: transcript -> delegate?; :func:`delegate_all` by default.
+        acknowledgements: Acknowledgement templates, used round robin.
+        check_phrase: What to say when delegating.
+        max_query_chars: Longest query; longer transcripts are cut at a word.
+        query_of: Turns a transcript into the delegated query (e.g. removing fillers and
+            false starts); the transcript as it is by default. The result is escaped.
+    """
+
+    def __init__(
+        self,
+        delegator: Delegator = delegate_all,
+        acknowledgements: Sequence[str] = ACKNOWLEDGEMENTS,
+        check_phrase: str = CHECK_PHRASE,
+        max_query_chars: int = 4000,
+        query_of: Callable[[str], str] | None = None,
+    ) -> None:
+        if not callable(delegator):
+            raise TypeError(f"delegator: must be callable, got {type(delegator).__name__}")
+        acks = tuple(a.strip() for a in acknowledgements)
+        if not acks or not all(acks):
+            raise ValueError("acknowledgements: need at least one, none empty")
+        if not check_phrase.strip():
+            raise ValueError("check_phrase: must not be empty")
+        if max_query_chars < 16:
+            raise ValueError(f"max_query_chars: must be >= 16, got {max_query_chars}")
+        self.delegator = delegator
+        self.acknowledgements = acks
+        self.check_phrase = check_phrase.strip()
+        self.max_query_chars = int(max_query_chars)
+        self.query_of = query_of
+        self._next_ack = 0
+
+    def reset(self) -> None:
+        """Start the acknowledgement rotation over."""
+        self._next_ack = 0
+
+    def respond(self, request: UserRequest | None, backend: str | None = None) -> Response | None:
+        """The response to a backend reply or a user request; None if there is neither."""
+        if backend is not None:
+            from venus_ros.audio.tts import clean_for_speech
+
+            spoken = escape_tags(clean_for_speech(backend))
+            if spoken:
+                return Response(spoken, "backend")
+        if request is None:
+            return None
+        transcript = " ".join(request.transcript.split())
+        if (transcript or not request.asr) and self.delegator(transcript):
+            query = transcript
+            if self.query_of is not None and transcript:
+                query = self.query_of(transcript) or transcript
+            query = escape_tags(_cut(" ".join(query.split()), self.max_query_chars))
+            if not query:
+                query = (
+                    f"the user's request from {request.start_s:.2f} s to "
+                    f"{request.end_s:.2f} s (no transcript)"
+                )
+            return Response(self.check_phrase, "delegate", query)
+        ack = self.acknowledgements[self._next_ack % len(self.acknowledgements)]
+        self._next_ack += 1
+        return Response(ack, "ack")
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit + 1)
+    return text[: cut if cut > 0 else limit]
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared models
+# ---------------------------------------------------------------------------------------------
+
+_MODELS_LOCK = threading.Lock()
+_SHARED: dict[tuple[Any, ...], Any] = {}
+_IDLE: dict[tuple[Any, ...], list[Any]] = {}
+_MAX_IDLE = 4
+
+
+def _shared(key: tuple[Any, ...], factory: Callable[[], Any]) -> Any:
+    """One instance per key per process, for stateless models (ASR, TTS)."""
+    with _MODELS_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = factory()
+        return _SHARED[key]
+
+
+def _borrow(key: tuple[Any, ...], factory: Callable[[], Any]) -> Any:
+    """An idle pooled instance (stream state reset by the borrower) or a new one."""
+    with _MODELS_LOCK:
+        idle = _IDLE.get(key)
+        if idle:
+            return idle.pop()
+    return factory()
+
+
+def _give_back(key: tuple[Any, ...], model: Any) -> None:
+    with _MODELS_LOCK:
+        idle = _IDLE.setdefault(key, [])
+        if len(idle) < _MAX_IDLE and all(m is not model for m in idle):
+            idle.append(model)
+
+
+# ---------------------------------------------------------------------------------------------
+# The frontend
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FloorStep:
+    """What the frontend did at one boundary (for tests, reports and debugging).
+
+    Attributes:
+        unit_index: The unit.
+        action: The policy's answer for the boundary observation.
+        decision: The decision returned to the loop.
+        end_of_turn: Whether the output ended the turn.
+        started: What began at this boundary: ``"scheduled"``, a :class:`Response` kind, or
+            ``""``.
+        yielded: The turn was given up here (no speech, so the loop flushes).
+    """
+
+    unit_index: int
+    action: FloorAction
+    decision: Decision
+    end_of_turn: bool
+    started: str = ""
+    yielded: bool = False
+
+
+@dataclass
+class _Turn:
+    chunks: deque[tuple[str, np.ndarray]]
+    forced: bool
+    total16: float  # the turn's audio, in 16 kHz samples
+    intervals: list[list[float]]  # where its audio plays, mic samples [start, end)
+
+
+@dataclass
+class _UnitAcc:
+    probs: list[float]
+    dbs: list[float]
+    playing: list[bool]
+    speech: int = 0
+    speech_energy: float = 0.0
+    overlap: int = 0
+    frames_start: float | None = None
+
+
+class PolicyFrontend(Frontend):
+    """VAD (+AEC, +ASR) observations, a floor policy, a responder and TTS (module docstring).
+
+    Args:
+        policy: Who holds the floor.
+        delegator: transcript -> delegate?; used by the default responder.
+        responder: What to say; default ``Responder(delegator)``.
+        asr: Transcribe user utterances (Whisper tiny.en), for delegate queries and
+            ``user_text``.
+        asr_partials: Also transcribe the utterance in progress at every step (one Whisper run
+            per second of speech); fills ``transcript``.
+        aec: Cancel the frontend's own voice from the user channel (needs ``livekit``). Turn
+            it on wherever the microphone hears the speaker (live, ``eval run --echo``); leave
+            it off for echo-free input: measured on espeak-ng speech, AEC3 given a loud
+            reference with no echo in the microphone suppresses the user's overlapping speech
+            (of 2.0 s, 0.4-1.7 s stayed voiced, and transcripts degraded).
+        tts: TTS engine name for :func:`venus_ros.audio.tts.make_tts`.
+        vad_threshold: Frame probability at or above which the user is speaking.
+        substeps: Observations per unit (>= 1); see :class:`FloorObservation`.
+        max_unit_audio_s: Most audio handed out per unit, in seconds (at most 1).
+        asr_model: Whisper model name or folder.
+        record_observations: Keep every observation (:attr:`observations`), e.g. to build
+            training data for a learned policy.
+
+    Raises:
+        ValueError: A parameter is out of range.
+        venus_ros.audio.vad.ModelPackageMissing: A model package is not installed.
+        venus_ros.core.errors.DeviceError: The TTS engine is not installed.
+    """
+
+    def __init__(
+        self,
+        policy: FloorPolicy,
+        *,
+        delegator: Delegator = delegate_all,
+        responder: Responder | None = None,
+        asr: bool = True,
+        asr_partials: bool = False,
+        aec: bool = False,
+        tts: str = "espeak",
+        vad_threshold: float = 0.5,
+        substeps: int = 1,
+        max_unit_audio_s: float = 1.0,
+        asr_model: str = "tiny.en",
+        record_observations: bool = False,
+    ) -> None:
+        if not isinstance(policy, FloorPolicy):
+            raise TypeError(f"policy: must be a FloorPolicy, got {type(policy).__name__}")
+        if not isinstance(substeps, int) or not 1 <= substeps <= 32:
+            raise ValueError(f"substeps: must be an integer in 1..32, got {substeps!r}")
+        if not 0.1 <= max_unit_audio_s <= 1.0:
+            raise ValueError(f"max_unit_audio_s: must be in [0.1, 1.0], got {max_unit_audio_s}")
+        if not 0.0 < vad_threshold < 1.0:
+            raise ValueError(f"vad_threshold: must be in (0, 1), got {vad_threshold}")
+        if asr_partials and not asr:
+            raise ValueError("asr_partials: needs asr=True")
+        self.policy = policy
+        self.responder = responder if responder is not None else Responder(delegator)
+        self.substeps = substeps
+        self.max_unit_audio_s = float(max_unit_audio_s)
+        self.asr_enabled = bool(asr)
+        self.asr_partials = bool(asr_partials)
+        self.aec_enabled = bool(aec)
+        self.vad_threshold = float(vad_threshold)
+        self.record_observations = bool(record_observations)
+
+        from venus_ros.audio.tts import make_tts
+
+        self._tts: Tts = _shared(("tts", tts), lambda: make_tts(tts))
+        self.output_sample_rate = self._tts.output_rate
+        self._vad_key = ("vad", self.vad_threshold)
+        self._vad: SileroVad = _borrow(self._vad_key, self._new_vad)
+        self._finalizers = [weakref.finalize(self, _give_back, self._vad_key, self._vad)]
+        self._aec: EchoCanceller | None = None
+        if self.aec_enabled:
+            from venus_ros.audio.aec import EchoCanceller
+
+            self._aec = _borrow(("aec",), EchoCanceller)
+            self._finalizers.append(weakref.finalize(self, _give_back, ("aec",), self._aec))
+        self._transcriber: SegmentTranscriber | None = None
+        if self.asr_enabled:
+            from venus_ros.audio.asr import SegmentTranscriber
+
+            recogniser: WhisperAsr = _shared(("asr", asr_model), lambda: _warm_asr(asr_model))
+            self._transcriber = SegmentTranscriber(recogniser)
+        self._latency = self._aec.latency_samples if self._aec is not None else 0
+        self._schedule: tuple[tuple[float, str], ...] = ()
+        self._compute: list[float] = []
+        self.prepare()
+
+    def _new_vad(self) -> SileroVad:
+        from venus_ros.audio.vad import SileroVad
+
+        return SileroVad(threshold=self.vad_threshold)
+
+    # -- public state --------------------------------------------------------------------------
+
+    @property
+    def steps(self) -> tuple[FloorStep, ...]:
+        """What happened at every boundary since :meth:`prepare`."""
+        return tuple(self._steps)
+
+    @property
+    def unit_compute_s(self) -> tuple[float, ...]:
+        """Wall-clock seconds of ``prefill`` + ``generate`` per unit since :meth:`prepare`.
+
+        The loop measures compute on the session clock, which an offline session's fake clock
+        does not advance; this is the real cost on this machine.
+        """
+        return tuple(self._compute)
+
+    @property
+    def observations(self) -> tuple[FloorObservation, ...]:
+        """Every observation given to the policy since :meth:`prepare` (when recorded).
+
+        Recorded only when :attr:`record_observations` is true (constructor argument).
+        """
+        return tuple(self._observations)
+
+    # -- the contract --------------------------------------------------------------------------
+
+    def prepare(self, system_prompt: str = "", ref_audio: np.ndarray | None = None) -> None:
+        """Start a session: stream state, policy, responder reset; the schedule is kept."""
+        self._vad.reset()
+        if self._aec is not None:
+            self._aec.reset()
+        if self._transcriber is not None:
+            self._transcriber.reset()
+        self.policy.reset()
+        self.responder.reset()
+        self._units_seen = 0
+        self._next_scheduled = 0
+        self._mic_pos = 0  # mic samples taken in (the unit timeline)
+        self._offset = 0  # mic sample = stream sample + offset (grows over dropped units)
+        self._frame_buf = np.zeros(0, dtype=np.float32)
+        self._frames_done = 0  # VAD frames analysed
+        self._frames_end = 0.0  # mic sample at the end of the newest frame
+        self._last_voiced_end: float | None = None
+        self._user_turn_speech = 0
+        self._user_turn_start: float | None = None
+        self._user_texts: list[str] = []
+        self._turn: _Turn | None = None
+        self._turn_overlap = 0
+        self._play_end = 0.0  # mic sample where emitted audio stops playing
+        self._ref_end = 0.0  # AEC stream sample just past the reference given
+        self._intervals: deque[list[float]] = deque()  # our playback, mic samples
+        self._backend: deque[str] = deque()
+        self._unit: InputUnit | None = None
+        self._obs: FloorObservation | None = None
+        self._action = FloorAction.KEEP_LISTENING
+        self._steps: list[FloorStep] = []
+        self._observations: list[FloorObservation] = []
+        self._compute = []
+        self._wall = 0.0
+
+    def schedule_turns(self, turns: Sequence[tuple[float, str]]) -> None:
+        """Make the assistant speak ``text`` from the first boundary at or after ``start``.
+
+        Each turn is ``(start, text)`` (objects with ``start`` and ``text`` attributes are also
+        accepted). A scheduled turn starts (or, if the assistant is speaking, replaces the rest
+        of the current turn) at the first unit boundary at or after ``start`` whatever the
+        policy says there; from the next boundary on it is subject to the policy like any turn
+        (a yield ends it). Where several fall due at one boundary the latest wins. It replaces
+        any earlier schedule and is kept across :meth:`prepare`.
+
+        Raises:
+            ValueError: a start that is not a finite number >= 0 (before the first unit), a
+                text that is empty or has nothing speakable; naming the turn.
+            RuntimeError: called after the session's first unit.
+        """
+        from venus_ros.audio.tts import clean_for_speech
+
+        if self._units_seen:
+            raise RuntimeError(
+                "schedule_turns: call it before the first unit of the session "
+                f"({self._units_seen} units already taken in)"
+            )
+        parsed: list[tuple[float, str]] = []
+        for i, turn in enumerate(turns):
+            if hasattr(turn, "start") and hasattr(turn, "text"):
+                start, text = turn.start, turn.text
+            else:
+                try:
+                    start, text = turn
+                except (TypeError, ValueError) as exc:
+                    raise ValueError(
+                        f"schedule_turns: turn {i} must be (start, text), got {turn!r}"
+                    ) from exc
+            if (
+                isinstance(start, bool)
+                or not isinstance(start, (int, float))
+                or not math.isfinite(start)
+                or start < 0
+            ):
+                raise ValueError(
+                    f"schedule_turns: turn {i} starts at {start!r}: a start must be a finite "
+                    "number of seconds >= 0 (the first unit begins at 0)"
+                )
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"schedule_turns: turn {i} (start {start} s) has empty text")
+            spoken = escape_tags(clean_for_speech(text))
+            if not spoken:
+                raise ValueError(
+                    f"schedule_turns: turn {i} (start {start} s) has nothing speakable: {text!r}"
+                )
+            parsed.append((float(start), spoken))
+        parsed.sort(key=lambda turn: turn[0])
+        self._schedule = tuple(parsed)
+        self._next_scheduled = 0
+
+    def prefill(self, unit: InputUnit) -> None:
+        """Take in one unit: AEC, VAD, ASR per sub-step; observe; ask the policy."""
+        started = time.perf_counter()
+        if unit.sample_rate != SAMPLE_RATE:
+            raise FrontendError(f"policy frontend: units must be {SAMPLE_RATE} Hz mono")
+        gap = unit.start_sample - self._mic_pos
+        if gap < 0:
+            raise FrontendError(
+                f"policy frontend: unit {unit.index} starts at sample {unit.start_sample}, "
+                f"before the end of the previous one ({self._mic_pos})"
+            )
+        self._offset += gap  # dropped units: the streams skip them, the mic timeline does not
+        self._mic_pos = unit.start_sample
+        self._units_seen += 1
+        self._unit = unit
+        for text in unit.texts:
+            self._backend.extend(m.strip() for m in _BACKEND.findall(text) if m.strip())
+        audio = np.asarray(unit.audio, dtype=np.float32)
+        acc = _UnitAcc([], [], [])
+        cuts = np.linspace(0, audio.size, self.substeps + 1).round().astype(int)
+        for k in range(self.substeps):
+            self._take_in(audio[cuts[k] : cuts[k + 1]], acc)
+            obs = self._observe(unit, k, acc)
+            action = self.policy.decide(obs)
+            if not isinstance(action, FloorAction):
+                raise TypeError(
+                    f"{type(self.policy).__name__}.decide returned {action!r}, not a FloorAction"
+                )
+            if self.record_observations:
+                self._observations.append(obs)
+        self._obs = obs
+        self._action = action
+        self._wall = time.perf_counter() - started
+
+    def generate(self) -> UnitOutput:
+        """Act on the policy's answer: start, continue or yield a turn, or listen."""
+        started = time.perf_counter()
+        unit = self._unit
+        if unit is None:
+            raise FrontendError("policy frontend: generate() called before prefill()")
+        self._unit = None
+        boundary = unit.start_sample + unit.audio.size  # mic samples
+        action = self._action
+        began = ""
+        due = self._due_scheduled(boundary / SAMPLE_RATE)
+        if due is not None:
+            self._begin(due, forced=True)
+            began = "scheduled"
+            out = self._emit(boundary, unit)
+        elif self._turn is not None:
+            if action is FloorAction.YIELD:
+                out = self._yield(boundary)
+            else:
+                out = self._emit(boundary, unit)
+        elif action is FloorAction.START_SPEAKING and (response := self._respond()) is not None:
+            self._begin(response.text, forced=False)
+            began = response.kind
+            out = self._emit(boundary, unit)
+        else:
+            out = UnitOutput(Decision.LISTEN)
+        self._mic_pos = boundary
+        self._steps.append(
+            FloorStep(
+                unit.index,
+                action,
+                out.decision,
+                out.end_of_turn,
+                began,
+                out.decision is Decision.LISTEN and out.end_of_turn,
+            )
+        )
+        self._compute.append(self._wall + time.perf_counter() - started)
+        return out
+
+    def close(self) -> None:
+        """Give the pooled VAD and echo canceller back (the frontend is unusable after)."""
+        for finalizer in self._finalizers:
+            finalizer()
+
+    # -- perception ----------------------------------------------------------------------------
+
+    def _take_in(self, x: np.ndarray, acc: _UnitAcc) -> None:
+        """Run one piece of the unit through AEC, VAD and ASR; account its frames."""
+        y = self._aec.process(x) if self._aec is not None else x
+        events = self._vad.process(y)
+        if self._transcriber is not None:
+            for transcript in self._transcriber.feed(y, events):
+                if transcript.kind == "final" and transcript.text:
+                    self._user_texts.append(transcript.text)
+        self._mic_pos += x.size
+        buf = np.concatenate((self._frame_buf, y)) if self._frame_buf.size else y
+        count = buf.size // FRAME_SAMPLES
+        if not count:
+            self._frame_buf = buf.copy()
+            return
+        probs = self._vad.probabilities[-count:]
+        first = self._frames_done * FRAME_SAMPLES
+        if len(probs) != count or probs[0][0] != first:
+            raise FrontendError(
+                f"policy frontend: VAD frames out of step (expected {count} from sample {first}, "
+                f"got {[s for s, _ in probs[:2]]}...)"
+            )
+        frames = buf[: count * FRAME_SAMPLES].reshape(count, FRAME_SAMPLES)
+        power = np.mean(np.square(frames, dtype=np.float64), axis=1)
+        dbs = np.maximum(10.0 * np.log10(power + 1e-12), SILENCE_DB)
+        shift = self._offset - self._latency
+        for (start, p), db in zip(probs, dbs.tolist(), strict=True):
+            begin = start + shift  # mic samples
+            end = begin + FRAME_SAMPLES
+            playing = self._playing(begin + FRAME_SAMPLES / 2)
+            voiced = p >= self.vad_threshold
+            if acc.frames_start is None:
+                acc.frames_start = begin
+            acc.probs.append(p)
+            acc.dbs.append(db)
+            acc.playing.append(playing)
+            if voiced:
+                acc.speech += 1
+                acc.speech_energy += 10.0 ** (db / 10.0)
+                self._last_voiced_end = end
+                self._user_turn_speech += 1
+                if self._user_turn_start is None:
+                    self._user_turn_start = begin
+                if playing:
+                    acc.overlap += 1
+                    if self._turn is not None:
+                        self._turn_overlap += 1
+            self._frames_end = end
+        self._frames_done += count
+        self._frame_buf = buf[count * FRAME_SAMPLES :].copy()
+
+    def _playing(self, mic_sample: float) -> bool:
+        while self._intervals and self._intervals[0][1] < self._mic_pos - 4 * SAMPLE_RATE:
+            self._intervals.popleft()
+        return any(start <= mic_sample < end for start, end in self._intervals)
+
+    def _observe(self, unit: InputUnit, substep: int, acc: _UnitAcc) -> FloorObservation:
+        t = self._mic_pos / SAMPLE_RATE
+        frames_end = self._frames_end / SAMPLE_RATE
+        if self._last_voiced_end is None:
+            silence = max(frames_end, 0.0)
+        else:
+            silence = max(frames_end - self._last_voiced_end / SAMPLE_RATE, 0.0)
+        speech_db = (
+            max(10.0 * math.log10(acc.speech_energy / acc.speech + 1e-12), SILENCE_DB)
+            if acc.speech
+            else SILENCE_DB
+        )
+        transcript = ""
+        if self.asr_partials and self._transcriber is not None:
+            partial = self._transcriber.partial()
+            transcript = partial.text if partial is not None else ""
+        turn = self._turn
+        spoken = remaining = 0.0
+        if turn is not None:
+            played = sum(max(0.0, min(e, self._mic_pos) - s) for s, e in turn.intervals)
+            spoken = played / SAMPLE_RATE
+            remaining = max(turn.total16 - played, 0.0) / SAMPLE_RATE
+        return FloorObservation(
+            unit_index=unit.index,
+            substep=substep,
+            substeps=self.substeps,
+            t=t,
+            frames_start_s=(acc.frames_start / SAMPLE_RATE) if acc.frames_start is not None else t,
+            frames_end_s=frames_end,
+            vad_probs=tuple(acc.probs),
+            frame_db=tuple(acc.dbs),
+            assistant_frames=tuple(acc.playing),
+            vad_threshold=self.vad_threshold,
+            user_speech_s=acc.speech * FRAME_S,
+            user_speech_db=speech_db,
+            overlap_s=acc.overlap * FRAME_S,
+            trailing_silence_s=silence,
+            user_speaking=self._vad.speaking,
+            user_turn_speech_s=self._user_turn_speech * FRAME_S,
+            user_text=" ".join(self._user_texts),
+            transcript=transcript,
+            assistant_speaking=turn is not None,
+            forced_turn=turn is not None and turn.forced,
+            assistant_spoken_s=spoken,
+            assistant_remaining_s=remaining,
+            turn_overlap_s=self._turn_overlap * FRAME_S if turn is not None else 0.0,
+            backend_pending=len(self._backend),
+        )
+
+    # -- acting --------------------------------------------------------------------------------
+
+    def _due_scheduled(self, boundary_s: float) -> str | None:
+        due = None
+        while (
+            self._next_scheduled < len(self._schedule)
+            and self._schedule[self._next_scheduled][0] <= boundary_s + _EPS
+        ):
+            due = self._schedule[self._next_scheduled][1]
+            self._next_scheduled += 1
+        return due
+
+    def _respond(self) -> Response | None:
+        backend = self._backend[0] if self._backend else None
+        request = None
+        if self._user_turn_speech and self._user_turn_start is not None:
+            texts = list(self._user_texts)
+            if self._transcriber is not None and self._transcriber.in_utterance:
+                texts.extend(t.text for t in self._transcriber.flush() if t.text)
+            end = self._last_voiced_end if self._last_voiced_end is not None else 0.0
+            request = UserRequest(
+                " ".join(texts),
+                self._user_turn_start / SAMPLE_RATE,
+                end / SAMPLE_RATE,
+                self._user_turn_speech * FRAME_S,
+                self.asr_enabled,
+            )
+        response = self.responder.respond(request, backend)
+        if response is not None and response.kind == "backend":
+            self._backend.popleft()
+        return response
+
+    def _begin(self, text: str, *, forced: bool) -> None:
+        """Start a turn (or, while speaking, replace the rest of it) voicing ``text``."""
+        from venus_ros.core.protocol import split_visible
+
+        visible, _ = split_visible(text)
+        blocks = list(self._tts.synthesize(visible))
+        rate = self.output_sample_rate
+        audio = _trim_silence(np.concatenate(blocks) if blocks else np.zeros(0), rate)
+        chunk = max(1, round(self.max_unit_audio_s * rate))
+        chunks = _split_turn(text, audio, chunk)
+        total16 = audio.size * SAMPLE_RATE / rate
+        if self._turn is not None:  # a scheduled turn continues the current one
+            self._turn.chunks = chunks
+            self._turn.forced = forced
+            self._turn.total16 = total16 + sum(e - s for s, e in self._turn.intervals)
+        else:
+            self._turn = _Turn(chunks, forced, total16, [])
+            self._turn_overlap = 0
+        # Whatever the user said so far is what this turn answers.
+        self._user_turn_speech = 0
+        self._user_turn_start = None
+        self._user_texts = []
+
+    def _emit(self, boundary: int, unit: InputUnit) -> UnitOutput:
+        turn = self._turn
+        assert turn is not None
+        if turn.chunks:
+            text, audio = turn.chunks.popleft()
+        else:
+            text, audio = "", np.zeros(0, np.float32)
+        last = not turn.chunks
+        if audio.size:
+            self._schedule_playback(boundary, audio, turn)
+        if last:
+            self._turn = None
+        return UnitOutput(Decision.SPEAK, text=text, audio=audio, end_of_turn=last)
+
+    def _schedule_playback(self, boundary: int, audio: np.ndarray, turn: _Turn) -> None:
+        rate = self.output_sample_rate
+        length = audio.size * SAMPLE_RATE / rate
+        start = max(float(boundary), self._play_end)
+        end = start + length
+        if self._intervals and abs(self._intervals[-1][1] - start) < 1.0:
+            self._intervals[-1][1] = end
+        else:
+            self._intervals.append([start, end])
+        if turn.intervals and abs(turn.intervals[-1][1] - start) < 1.0:
+            turn.intervals[-1][1] = end
+        else:
+            turn.intervals.append([start, end])
+        self._play_end = end
+        if self._aec is not None:
+            position = max(start - self._offset, self._ref_end)
+            if position > self._ref_end + 1:
+                self._aec.push_reference(audio, rate, math.ceil(position))
+            else:
+                self._aec.push_reference(audio, rate)
+                position = self._ref_end
+            self._ref_end = position + length
+
+    def _yield(self, boundary: int) -> UnitOutput:
+        """End the turn with no speech: the loop flushes the speaker at this boundary."""
+        assert self._turn is not None
+        for interval in (*self._intervals, *self._turn.intervals):
+            interval[1] = min(interval[1], max(interval[0], float(boundary)))
+        self._play_end = min(self._play_end, float(boundary))
+        self._turn = None
+        return UnitOutput(Decision.LISTEN, end_of_turn=True)
+
+
+def _warm_asr(model: str) -> WhisperAsr:
+    """A recogniser that has run once (the first run is about twice as slow as later ones)."""
+    from venus_ros.audio.asr import WhisperAsr
+
+    asr = WhisperAsr(model)
+    t = np.arange(SAMPLE_RATE // 2) / SAMPLE_RATE
+    asr.transcribe((0.1 * np.sin(2 * np.pi * 220 * t)).astype(np.float32))
+    return asr
+
+
+def _trim_silence(
+    audio: np.ndarray, rate: int, lead_s: float = 0.01, tail_s: float = 0.04
+) -> np.ndarray:
+    """Cut the engine's leading and trailing silence (below -50 dBFS), keeping short margins.
+
+    espeak-ng pads every sentence; untrimmed, "Let me check." needs a second unit and every
+    turn ends with dead air.
+    """
+    audio = np.asarray(audio, dtype=np.float32)
+    loud = np.flatnonzero(np.abs(audio) > 10 ** (-50 / 20))
+    if loud.size == 0:
+        return audio[:0].copy()
+    start = max(int(loud[0]) - round(lead_s * rate), 0)
+    end = min(int(loud[-1]) + 1 + round(tail_s * rate), audio.size)
+    return audio[start:end].copy()
+
+
+def _split_turn(text: str, audio: np.ndarray, chunk: int) -> deque[tuple[str, np.ndarray]]:
+    """Cut a turn into per-unit ``(text, audio)`` pieces of at most ``chunk`` samples.
+
+    The visible words go to the piece during whose audio they fall, by character position in
+    proportion to the audio (whole words); a private span goes with the word before it (or the
+    first piece). There is always at least one piece.
+    """
+    from venus_ros.core.protocol import split_visible
+
+    tokens: list[tuple[str, bool]] = []  # (token, is_private)
+    pos = 0
+    for match in re.finditer(r"<delegate>.*?</delegate>\s*", text, re.DOTALL):
+        tokens.extend((t, False) for t in _TOKEN.findall(text[pos : match.start()]))
+        tokens.append((match.group(), True))
+        pos = match.end()
+    tokens.extend((t, False) for t in _TOKEN.findall(text[pos:]))
+    count = max(1, math.ceil(audio.size / chunk))
+    visible_len = len(split_visible(text)[0]) or 1
+    texts = [""] * count
+    seen = 0
+    piece = 0
+    for token, private in tokens:
+        if not private:
+            piece = min(count - 1, seen * count // visible_len)
+            seen += len(token)
+        texts[piece] += token
+    pieces = deque((texts[i], audio[i * chunk : (i + 1) * chunk].copy()) for i in range(count))
+    return pieces
+
+
+# ---------------------------------------------------------------------------------------------
+# Names for make_frontend
+# ---------------------------------------------------------------------------------------------
+
+_POLICIES: dict[str, Callable[[], FloorPolicy]] = {
+    "vad-bargein": VadBargeIn,
+    "never-yield": NeverYield,
+}
+_FLAGS = {
+    "asr": ("asr", True),
+    "noasr": ("asr", False),
+    "aec": ("aec", True),
+    "noaec": ("aec", False),
+    "partials": ("asr_partials", True),
+}
+
+
+def make_policy_frontend(name: str, options: str = "") -> PolicyFrontend:
+    """Build a baseline frontend from its name and ``OPTION[,OPTION...]``.
+
+    Names: ``vad-bargein``, ``never-yield``. Options: ``asr``/``noasr`` (Whisper transcripts,
+    on by default), ``aec``/``noaec`` (echo cancellation, off by default: turn it on where the
+    microphone hears the speaker), ``partials``
+    (partial transcripts every step), ``tts=ENGINE`` (``espeak`` by default, ``piper``,
+    ``auto``), ``substeps=N``.
+
+    Raises:
+        FrontendError: an unknown name or option.
+    """
+    if name not in _POLICIES:
+        raise FrontendError(f"unknown policy frontend {name!r}; choose one of {sorted(_POLICIES)}")
+    kwargs: dict[str, Any] = {}
+    for raw in filter(None, (o.strip() for o in options.split(","))):
+        key, sep, value = raw.partition("=")
+        if not sep and key in _FLAGS:
+            field_name, flag = _FLAGS[key]
+            kwargs[field_name] = flag
+        elif sep and key == "tts" and value:
+            kwargs["tts"] = value
+        elif sep and key == "substeps" and value.isdigit():
+            kwargs["substeps"] = int(value)
+        else:
+            raise FrontendError(
+                f"frontend {name!r}: unknown option {raw!r}; options: "
+                f"{', '.join(_FLAGS)}, tts=ENGINE, substeps=N"
+            )
+    if kwargs.get("asr_partials") and kwargs.get("asr") is False:
+        raise FrontendError(f"frontend {name!r}: 'partials' needs ASR (drop 'noasr')")
+    try:
+        return PolicyFrontend(_POLICIES[name](), **kwargs)
+    except ValueError as exc:
+        raise FrontendError(f"frontend {name!r}: {exc}") from exc
