@@ -527,3 +527,10 @@ def test_duplicate_ids_and_bad_runs_are_rejected() -> None:
         SampleRun(sample("bad", "pause"), (), np.zeros((2, 2)), RATE, (), (), (), 0)
     with pytest.raises(ValueError, match=r"'bad'.*played_rate"):
         SampleRun(sample("bad", "pause"), (), np.zeros(2), 0, (), (), (), 0)
+
+
+def test_numpy_integer_rate_is_accepted() -> None:
+    ok = SampleRun(
+        sample("np", "pause"), (), np.zeros(4, np.float32), np.int64(RATE), (), (), (), 0
+    )
+    assert ok.played_rate == RATE

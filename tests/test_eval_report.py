@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,8 +35,7 @@ def suite_metrics(frontend: str = "scripted", respond: bool = True) -> dict:
         run(sample("d_2", "delegation", needs_delegation=False), error="frontend crashed"),
         run(sample("u_1", "tool_use", calls=(timer,)), tool_calls=(timer,)),
     ]
-    for r in runs:
-        object.__setattr__(r, "unit_compute_s", (0.01, 0.02))
+    runs = [replace(r, unit_compute_s=(0.01, 0.02)) for r in runs]
     return compute_metrics(runs, frontend, "tests/data/mini")
 
 

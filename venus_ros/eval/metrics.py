@@ -150,7 +150,8 @@ class SampleRun:
             raise ValueError(
                 f"sample {self.sample.id!r}: played must be float audio, got {played.dtype}"
             )
-        if not (isinstance(self.played_rate, int) and self.played_rate > 0):
+        rate = self.played_rate
+        if isinstance(rate, bool) or not isinstance(rate, (int, np.integer)) or rate <= 0:
             raise ValueError(
                 f"sample {self.sample.id!r}: played_rate must be a positive int, "
                 f"got {self.played_rate!r}"
