@@ -239,3 +239,38 @@ def test_eval_run_errors_exit_2_with_a_clear_message(
 
     assert main(["eval", "compare", str(tmp_path / "x.json"), str(tmp_path / "y.json")]) == 2
     assert "x.json" in capsys.readouterr().err
+
+
+def test_eval_run_with_baselines_writes_their_metrics_and_one_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    suite = tmp_path / "suite"
+    argv = ["eval", "synth", "--out", str(suite), "--n", "1", "--seed", "5", "--no-progress"]
+    assert main([*argv, "--categories", "interruption"]) == 0
+    script = tmp_path / "script.yaml"
+    script.write_text(EVAL_SCRIPT, encoding="utf-8")
+    spec = f"scripted:{script}"
+    argv = ["eval", "run", "--scenarios", str(suite), "--frontend", spec, "--baselines"]
+    out_json, report = tmp_path / "out" / "m.json", tmp_path / "report"
+    argv += ["--json", str(out_json), "--report", str(report), "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    for name in (spec, "vad-bargein", "never-yield"):
+        assert f"{name}: 1 samples (interruption 1)" in out
+    written = {
+        name: json.loads((tmp_path / "out" / file).read_text(encoding="utf-8"))
+        for name, file in [
+            (spec, "m.json"),
+            ("vad-bargein", "m.vad-bargein.json"),
+            ("never-yield", "m.never-yield.json"),
+        ]
+    }
+    for name, metrics in written.items():
+        assert metrics["frontend"] == name and metrics["errors"] == []
+        (row,) = metrics["per_sample"]
+        assert row["speaking_at_overlap"] is True  # the scheduled turn was being played
+    assert f"wrote {report / 'report.md'}" in out
+    text = (report / "report.md").read_text(encoding="utf-8")
+    assert "vad-bargein" in text and "never-yield" in text  # compared side by side
