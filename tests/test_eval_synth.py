@@ -265,3 +265,60 @@ def test_neural_voice_is_deterministic_or_refused(tmp_path: Path) -> None:
     two = synthesize(tmp_path / "p2", 1, 3, ["turn_taking"], voices="piper")
     assert one.samples[0].extra["voice"] == PIPER_VOICE
     assert digest(one.root) == digest(two.root)
+
+
+REF = Path(__file__).parent / "data" / "eval_ref"
+#: Metadata keys that depend only on the seed and the phrase banks (not on the audio).
+CONTENT_KEYS = (
+    "category",
+    "expected",
+    "needs_delegation",
+    "expected_tool_calls",
+    "tools",
+    "voice",
+    "rate_wpm",
+    "disfluencies",
+    "sentence",
+    "seed",
+    "purpose",
+    "compact",
+)
+
+
+def test_reference_suite_shape() -> None:
+    from venus_ros.eval.scenario import load_suite
+
+    ref = load_suite(REF)
+    assert len(ref.samples) == 16
+    for category in CATEGORIES:
+        assert len(ref.by_category(category)) == 2, category
+    assert (REF / "tools.json").is_file() and {t.name for t in ref.tools} >= {"timer", "clock"}
+    assert sorted(s.needs_delegation for s in ref.by_category("delegation")) == [False, True]
+    for sample in ref.samples:
+        assert sample.extra["seed"] in SEED_RANGES["eval"]
+        assert sample.extra["voice"] in ESPEAK_VOICES  # reproducible without piper
+        assert sample.load_audio()[1] == INPUT_RATE
+    total = sum(p.stat().st_size for p in REF.rglob("*") if p.is_file())
+    assert total <= 3_000_000
+
+
+def test_reference_suite_is_what_its_readme_call_makes(tmp_path: Path) -> None:
+    readme = (REF / "README.md").read_text(encoding="utf-8")
+    call = 'synthesize("tests/data/eval_ref", n=2, seed=33, voices="espeak", compact=True)'
+    assert call in readme
+    again = synthesize(tmp_path / "ref", n=2, seed=33, voices="espeak", compact=True)
+    ref = {
+        p.name: json.loads((p / "metadata.json").read_text(encoding="utf-8"))
+        for p in REF.iterdir()
+        if (p / "metadata.json").is_file()
+    }
+    assert sorted(ref) == [s.id for s in again.samples]
+    for sample in again.samples:
+        made = json.loads((sample.folder / "metadata.json").read_text(encoding="utf-8"))
+        committed = ref[sample.id]
+        for key in CONTENT_KEYS:
+            assert made.get(key) == committed.get(key), (sample.id, key)
+        assert [t["text"] for t in made["turns"]] == [t["text"] for t in committed["turns"]]
+        assert made.get("assistant_turns") == committed.get("assistant_turns")
+        assert made.get("background", {}).get("text") == committed.get("background", {}).get("text")
+    assert (tmp_path / "ref" / "tools.json").read_bytes() == (REF / "tools.json").read_bytes()
