@@ -58,6 +58,7 @@ from venus_ros.harness.llm import (
     make_llm_tool,
     with_llm_polish,
 )
+from venus_ros.harness.planner import PLANNER_TOOL, Embed, LocalPlanner, make_planner_tool
 from venus_ros.harness.tools import Tool, ToolRegistry, builtin_tools, route
 
 log = logging.getLogger("venus_ros.harness.toolconfig")
@@ -492,6 +493,7 @@ def build_registry(
     ros_factory: RosToolFactory | None = None,
     env: Mapping[str, str] | None = None,
     llm_client: LlmClientFactory | None = None,
+    embed: Embed | None = None,
 ) -> ToolRegistry:
     """The registry of the enabled tools (only those are built).
 
@@ -505,6 +507,10 @@ def build_registry(
             only when one is enabled.
         env: where API keys are read (default ``os.environ``).
         llm_client: makes the client of an llm entry (default :class:`LlmClient` over ``env``).
+        embed: sentence embeddings for the local planner's tool choice (None: lexical).
+
+    Without an enabled ``llm`` tool, the registry also holds ``local_planner``
+    (:mod:`venus_ros.harness.planner`), which runs requests that need several calls.
 
     Raises:
         ToolConfigError: when an enabled tool cannot be built (no ROS adapter, a schema that
@@ -549,7 +555,12 @@ def build_registry(
             log.info("%s: %s may not call %s: not enabled", source, name, ", ".join(skipped))
         settings = dataclasses.replace(entry.tool_settings(name), tools=tuple(callable_names))
         built[name] = make_llm_tool(settings, list(plain.values()), client=client_for(settings.llm))
-    return ToolRegistry([built[name] for name in config.enabled], config.enabled)
+    enabled = list(config.enabled)
+    if not config.llm_names() and len(built) > 1:  # requests that need several calls
+        tools = ToolRegistry(built.values())
+        built[PLANNER_TOOL] = make_planner_tool(tools, LocalPlanner(list(built.values()), embed))
+        enabled.append(PLANNER_TOOL)
+    return ToolRegistry([built[name] for name in enabled], enabled)
 
 
 def load_registry(
@@ -566,19 +577,38 @@ def load_registry(
 Router = Callable[[str], "tuple[str, dict[str, Any]] | None"]
 
 
-def make_router(config: ToolConfig, registry: ToolRegistry, base: Router = route) -> Router:
-    """A router over the enabled tools: ``base`` (the keyword router) first, when it picks an
-    enabled tool, else the first enabled ``llm`` tool with ``{"request": query}``, else None
-    (the task then fails with "no tool can answer this yet").
+def make_router(
+    config: ToolConfig, registry: ToolRegistry, base: Router = route, embed: Embed | None = None
+) -> Router:
+    """A router over the enabled tools.
+
+    With an enabled ``llm`` tool (the cloud planner): ``base`` (the keyword router) first, when
+    it picks an enabled tool, else the first ``llm`` tool with ``{"request": query}``. Without
+    one: the local planner (:class:`~venus_ros.harness.planner.LocalPlanner`) — one planned call
+    goes straight to its tool, several go to ``local_planner`` — and ``base`` when it plans
+    nothing. None when nothing fits (the task then fails with "no tool can answer this yet").
     """
     llm = next((n for n in config.llm_names() if n in registry), None)
 
-    def router(query: str) -> tuple[str, dict[str, Any]] | None:
+    def keyword(query: str) -> tuple[str, dict[str, Any]] | None:
         picked = base(query)
-        if picked is not None and picked[0] in registry:
-            return picked
-        if llm is not None:
-            return llm, {"request": query}
-        return None
+        return picked if picked is not None and picked[0] in registry else None
 
-    return router
+    if llm is not None:
+
+        def cloud(query: str) -> tuple[str, dict[str, Any]] | None:
+            return keyword(query) or (llm, {"request": query})
+
+        return cloud
+
+    planner = LocalPlanner([registry.get(n) for n in registry.names], embed)
+
+    def local(query: str) -> tuple[str, dict[str, Any]] | None:
+        calls = planner.plan(query)
+        if len(calls) == 1:
+            return calls[0].tool, dict(calls[0].args)
+        if len(calls) > 1 and PLANNER_TOOL in registry:
+            return PLANNER_TOOL, {"request": query}
+        return keyword(query) or (calls and (calls[0].tool, dict(calls[0].args))) or None
+
+    return local

@@ -1,0 +1,523 @@
+"""The local tool planner: a spoken request -> tool calls, with no cloud LLM.
+
+Used when no ``llm`` tool is configured. A request is planned in four steps:
+
+1. **Split** into sub-requests at "and then", "then", "after that", "and also".
+2. **Repair** each one: fillers ("um", "uh", "you know") go, stuttered words and false starts
+   ("could you, could you go", "the, the kitchen") collapse, and self-corrections are applied
+   by slot: the request is cut at correction markers ("no", "no wait", "sorry", "I mean",
+   "actually", "make it", "rather") and each slot keeps the value of the *last* segment that
+   gives one, so "set a timer for five, no, ten minutes" is ten minutes and "five minutes, no,
+   ten" is ten minutes too (a bare number inherits the unit it corrects).
+3. **Choose the tool** by similarity between the request and each tool's name, description
+   and argument descriptions: MiniLM sentence embeddings when an embedder is given (the
+   cascade's :class:`~venus_ros.frontends.cascade.embed.Embedder`), else a lexical overlap of
+   word stems. A tool whose required arguments cannot be filled from the request loses.
+4. **Fill the arguments** from the JSON schema: ``enum`` values by mention; numbers (digits
+   and words: "twenty five", "a", "half", "one and a half"), durations in seconds for a
+   property whose name or description says seconds; booleans from on/off, yes/no, true/false;
+   arithmetic expressions for a property called ``expression``; IANA time zones from city
+   names; other strings as the noun phrase after the verb or preposition that introduces it.
+
+:func:`make_planner_tool` wraps a planner as a tool (``local_planner``) that runs the planned
+calls in order, so one delegated request may make several calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from venus_ros.core.timeline import TimelineView
+from venus_ros.harness.tools import (
+    ArgumentError,
+    Tool,
+    ToolError,
+    ToolRegistry,
+    ToolResult,
+    _arithmetic,
+)
+
+#: ``embed(texts) -> [n, d]`` L2-normalised sentence embeddings.
+Embed = Callable[[Sequence[str]], np.ndarray]
+
+#: The planner tool's name.
+PLANNER_TOOL = "local_planner"
+
+_SPLIT = re.compile(
+    r"\s*(?:,?\s*\band then\b|,?\s*\bafter that\b|,?\s*\band also\b|;\s*then\b"
+    r"|,\s*then\b)\s*",
+    re.IGNORECASE,
+)
+_FILLERS = re.compile(r"\b(?:um+|uh+|erm+|er|hmm+|ah+|you know|like,)\b[,.]?\s*", re.IGNORECASE)
+_CORRECTION = re.compile(
+    r"(?:,|\s-+|\s—|\.)?\s*\b(?:no,?\s*wait|no|sorry|i mean|actually|make (?:it|that)|rather|"
+    r"or rather|wait)\b[,.]?\s*",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+_UNITS = {
+    "second": 1, "seconds": 1, "sec": 1, "secs": 1,
+    "minute": 60, "minutes": 60, "min": 60, "mins": 60,
+    "hour": 3600, "hours": 3600, "hr": 3600, "hrs": 3600,
+}  # fmt: skip
+_SMALL = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen".split()
+    )
+}
+_TENS = {
+    w: 10 * (i + 2)
+    for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
+}
+_CITY_ZONES = {
+    "london": "Europe/London", "paris": "Europe/Paris", "berlin": "Europe/Berlin",
+    "madrid": "Europe/Madrid", "rome": "Europe/Rome", "lisbon": "Europe/Lisbon",
+    "amsterdam": "Europe/Amsterdam", "moscow": "Europe/Moscow", "tokyo": "Asia/Tokyo",
+    "beijing": "Asia/Shanghai", "shanghai": "Asia/Shanghai", "singapore": "Asia/Singapore",
+    "dubai": "Asia/Dubai", "delhi": "Asia/Kolkata", "mumbai": "Asia/Kolkata",
+    "sydney": "Australia/Sydney", "new york": "America/New_York",
+    "los angeles": "America/Los_Angeles", "chicago": "America/Chicago",
+    "toronto": "America/Toronto", "mexico city": "America/Mexico_City",
+    "sao paulo": "America/Sao_Paulo", "utc": "UTC",
+}  # fmt: skip
+_ON = re.compile(r"\b(?:on|true|yes|enable|start)\b", re.IGNORECASE)
+_OFF = re.compile(r"\b(?:off|false|disable|stop|out)\b", re.IGNORECASE)
+_INTRO = (
+    r"(?:to|into|in|at|towards?|from|for|up|pick up|bring(?: me)?|grab|get(?: me)?|fetch|"
+    r"hand(?: me)?|take|find|the)"
+)
+_STOP_WORDS = frozenset(
+    "a an the please for me to in on at of and then now right away quickly thanks thank you "
+    "could can would will you i it is be this that there here some my your our what what's "
+    "how much tell say give show know want like need make do let us".split()
+)
+#: Words that end a free-text value ("the kitchen lights" -> "kitchen").
+_PHRASE_STOPS = _STOP_WORDS | {"lights", "light", "lamp", "lamps", "room", "off", "over"}
+#: Lexical fallback only: words that mean the same to a tool description.
+_SYNONYMS = {
+    "go": "drive", "head": "drive", "move": "drive", "walk": "drive", "navigate": "drive",
+    "come": "drive", "grab": "pick", "fetch": "pick", "bring": "pick", "get": "pick",
+    "lift": "pick", "switch": "light", "lamp": "light", "alarm": "timer", "remind": "timer",
+    "reminder": "timer", "countdown": "timer", "calculate": "arithmetic",
+    "compute": "arithmetic", "plus": "arithmetic", "minus": "arithmetic",
+    "times": "arithmetic", "divided": "arithmetic", "multiply": "arithmetic",
+    "clock": "time", "date": "time",
+}  # fmt: skip
+_ARTICLES = re.compile(r"^(?:the|a|an|my|your|our|some)\s+", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """One tool call the planner decided on."""
+
+    tool: str
+    args: dict[str, Any]
+
+
+# --- repair -------------------------------------------------------------------------------------
+
+
+def split_requests(text: str) -> list[str]:
+    """Cut a request into the sub-requests it chains ("..., and then ...")."""
+    return [part.strip(" ,.") for part in _SPLIT.split(text) if part.strip(" ,.")]
+
+
+def clean(text: str) -> str:
+    """Without fillers, and with stuttered words / repeated phrases collapsed."""
+    text = _FILLERS.sub("", text)
+    words = text.replace("—", ", ").split()
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        repeated = False
+        for n in (4, 3, 2, 1):  # "could you, could you go" -> "could you go"
+            here = [_bare(w) for w in words[i : i + n]]
+            before = [_bare(w) for w in out[-n:]] if len(out) >= n else None
+            if before is not None and here == before and all(here):
+                i += n
+                out[-1] = out[-1].rstrip(",")  # "the, the hall" -> "the hall"
+                repeated = True
+                break
+        if not repeated:
+            out.append(words[i])
+            i += 1
+    return " ".join(out).strip(" ,")
+
+
+def segments(text: str) -> list[str]:
+    """The request cut at self-correction markers, oldest first (the last one wins)."""
+    return [s.strip(" ,.") for s in _CORRECTION.split(clean(text)) if s.strip(" ,.")]
+
+
+def _bare(word: str) -> str:
+    return word.strip(",.!?;:").lower()
+
+
+# --- values ---------------------------------------------------------------------------------------
+
+
+def parse_number(words: Sequence[str]) -> tuple[float, int] | None:
+    """The number spelled at the start of ``words`` and how many words it used, or None."""
+    if not words:
+        return None
+    first = words[0]
+    if re.fullmatch(r"\d+(?:\.\d+)?", first):
+        value, used = float(first), 1
+    elif first in ("a", "an", "one") and len(words) > 1 and words[1] == "half":
+        return 0.5, 2
+    elif first == "half":
+        value, used = 0.5, 1
+    elif first in _SMALL or first in _TENS or first in ("a", "an"):
+        value, used = float(_SMALL.get(first, _TENS.get(first, 1))), 1
+        if first in _TENS and len(words) > 1 and words[1] in _SMALL and _SMALL[words[1]] < 10:
+            value, used = value + _SMALL[words[1]], 2
+        if len(words) > used and words[used] == "hundred":
+            value, used = value * 100, used + 1
+            rest = parse_number(words[used + 1 :]) if words[used : used + 1] == ["and"] else None
+            if rest is not None:
+                value, used = value + rest[0], used + 1 + rest[1]
+    else:
+        return None
+    if words[used : used + 3] in (["and", "a", "half"], ["and", "an", "half"]):
+        value, used = value + 0.5, used + 3
+    return value, used
+
+
+def _numbers(text: str) -> list[tuple[float, str | None]]:
+    """Every number in ``text`` with its unit word ("minutes") or None."""
+    words = [w for w in (_bare(w) for w in text.split()) if w]
+    found: list[tuple[float, str | None]] = []
+    i = 0
+    while i < len(words):
+        parsed = parse_number(words[i:])
+        if parsed is None:
+            i += 1
+            continue
+        value, used = parsed
+        i += used
+        unit = words[i] if i < len(words) and words[i] in _UNITS else None
+        if unit is None and words[i - used] in ("a", "an"):
+            continue  # "a" is a number only before a unit ("a minute")
+        if unit is not None:
+            i += 1
+            if words[i : i + 3] in (["and", "a", "half"], ["and", "an", "half"]):
+                value, i = value + 0.5, i + 3
+        found.append((value, unit))
+    return found
+
+
+def duration_s(segs: Sequence[str]) -> float | None:
+    """Seconds spoken in the segments; a later segment corrects an earlier one, and a bare
+    number in a correction ("five minutes, no, ten") takes the unit it corrects."""
+    seconds: float | None = None
+    unit_s: int | None = None
+    for seg in segs:
+        numbers = _numbers(seg)
+        timed = [(value, _UNITS[unit]) for value, unit in numbers if unit is not None]
+        bare = [value for value, unit in numbers if unit is None]
+        if timed:
+            seconds = sum(value * scale for value, scale in timed)
+            unit_s = timed[-1][1]
+        elif bare and unit_s is not None:
+            seconds = bare[-1] * unit_s
+    return seconds
+
+
+def _flag(segs: Sequence[str]) -> bool | None:
+    result: bool | None = None
+    for seg in segs:
+        on = [m.start() for m in _ON.finditer(seg)]
+        off = [m.start() for m in _OFF.finditer(seg)]
+        if on or off:
+            result = max(on, default=-1) > max(off, default=-1)
+    return result
+
+
+def _zone(segs: Sequence[str]) -> str | None:
+    found = None
+    for seg in segs:
+        lowered = seg.lower()
+        hits = [
+            (lowered.rfind(city), zone)
+            for city, zone in _CITY_ZONES.items()
+            if re.search(rf"\b{city}\b", lowered)
+        ]
+        explicit = re.findall(r"\b([A-Z][a-z]+(?:/[A-Z][A-Za-z_]+)+)\b", seg)
+        if explicit:
+            found = explicit[-1]
+        elif hits:
+            found = max(hits)[1]
+    return found
+
+
+def _enum(segs: Sequence[str], values: Sequence[Any]) -> Any:
+    found = None
+    for seg in segs:
+        lowered = seg.lower()
+        hits = [
+            (lowered.rfind(str(v).lower()), v)
+            for v in values
+            if re.search(rf"\b{re.escape(str(v).lower())}\b", lowered)
+        ]
+        if hits:
+            found = max(hits, key=lambda h: h[0])[1]
+    return found
+
+
+def _phrase(segs: Sequence[str], name: str, description: str) -> str | None:
+    """A noun phrase for a free-text property: after its introducing word, or a bare repair."""
+    found = None
+    for index, seg in enumerate(segs):
+        words = [_bare(w) for w in seg.split()]
+        words = [w for w in words if w]
+        phrase = _after_intro(words)
+        if phrase is None and index > 0 and len(words) <= 4:
+            phrase = " ".join(words)  # "..., no, the living room"
+        if phrase:
+            phrase = _ARTICLES.sub("", phrase).strip()
+            phrase = " ".join(w for w in phrase.split() if w not in ("please", "now"))
+            if phrase and phrase not in _PHRASE_STOPS:
+                found = phrase
+    return found
+
+
+def _named(seg: str) -> str | None:
+    match = re.search(r"\b(?:called|named|labell?ed)\s+((?:[a-z]+\s*){1,4})", seg.lower())
+    return match.group(1).strip() if match else None
+
+
+def _after_intro(words: Sequence[str]) -> str | None:
+    text = " ".join(words)
+    best = None
+    for match in re.finditer(rf"\b{_INTRO}\s+((?:[a-z]+\s*){{1,4}})", text):
+        candidate = match.group(1).split()
+        kept: list[str] = []
+        for word in candidate:
+            if word in _PHRASE_STOPS and kept:
+                break
+            if word not in _PHRASE_STOPS or word in ("the",):
+                kept.append(word)
+        phrase = " ".join(w for w in kept if w not in ("the", "a", "an", "my"))
+        if phrase and not _numbers(phrase):
+            best = phrase
+    return best
+
+
+# --- the planner ----------------------------------------------------------------------------------
+
+
+class LocalPlanner:
+    """Maps a spoken request to calls of the given tools (see the module docstring).
+
+    Args:
+        tools: the tools it may call.
+        embed: sentence embeddings for tool choice (None: lexical overlap of word stems).
+        min_score: a sub-request whose best tool scores below this gets no call.
+    """
+
+    def __init__(
+        self, tools: Sequence[Tool], embed: Embed | None = None, min_score: float | None = None
+    ) -> None:
+        self.tools = [t for t in tools if t.name != PLANNER_TOOL]
+        self._embed = embed
+        self.min_score = (0.3 if embed else 0.2) if min_score is None else min_score
+        self._profiles = [_profile(t) for t in self.tools]
+        self._vectors = embed(self._profiles) if embed and self.tools else None
+
+    def plan(self, request: str) -> list[PlannedCall]:
+        """The calls for ``request``, in order (empty when no tool fits)."""
+        calls = []
+        for sub in split_requests(request):
+            call = self._plan_one(sub)
+            if call is not None:
+                calls.append(call)
+        return calls
+
+    def _plan_one(self, request: str) -> PlannedCall | None:
+        segs = segments(request)
+        if not segs or not self.tools:
+            return None
+        text = " ".join(segs)
+        scores = self._scores(text)
+        best: tuple[float, PlannedCall] | None = None
+        for tool, score in zip(self.tools, scores, strict=True):
+            args, missing = fill_arguments(tool.schema, segs)
+            score += 0.15 * _typed_evidence(tool.schema, args) - 0.3 * len(missing)
+            if best is None or score > best[0]:
+                best = (score, PlannedCall(tool.name, args))
+        if best is None or best[0] < self.min_score or not text:
+            return None
+        return best[1]
+
+    def _scores(self, text: str) -> list[float]:
+        if self._vectors is not None and self._embed is not None:
+            query = self._embed([text])[0]
+            return [float(v) for v in self._vectors @ query]
+        words = _stems(text)
+        return [_overlap(words, _stems(p)) for p in self._profiles]
+
+
+def _typed_evidence(schema: Mapping[str, Any], args: Mapping[str, Any]) -> int:
+    """How many required arguments were found by a typed extractor (numbers, durations,
+    expressions, zones, enums, flags): strong evidence that the request is for this tool."""
+    properties = schema.get("properties", {}) or {}
+    count = 0
+    for name in schema.get("required", []):
+        spec = properties.get(name, {})
+        if name in args and (
+            spec.get("type") != "string" or "enum" in spec or name == "expression" or "zone" in name
+        ):
+            count += 1
+    return count
+
+
+def fill_arguments(
+    schema: Mapping[str, Any], segs: Sequence[str]
+) -> tuple[dict[str, Any], list[str]]:
+    """Arguments for ``schema`` found in the segments, and the required ones not found."""
+    properties: Mapping[str, Any] = schema.get("properties", {}) or {}
+    args: dict[str, Any] = {}
+    required = set(schema.get("required", []))
+    for name, spec in properties.items():
+        value = _value_for(name, spec if isinstance(spec, Mapping) else {}, segs, name in required)
+        if value is not None:
+            args[name] = value
+    missing = [n for n in schema.get("required", []) if n not in args]
+    return args, missing
+
+
+def _value_for(name: str, spec: Mapping[str, Any], segs: Sequence[str], required: bool) -> Any:
+    kind = spec.get("type")
+    description = str(spec.get("description", ""))
+    words = f"{name} {description}".lower()
+    if "enum" in spec:
+        return _enum(segs, spec["enum"])
+    if kind == "boolean":
+        return _flag(segs)
+    if kind in ("number", "integer"):
+        if re.search(r"second|duration|seconds", words):
+            seconds = duration_s(segs)
+            if seconds is None:
+                return None
+            return int(seconds) if kind == "integer" or float(seconds).is_integer() else seconds
+        numbers = [v for seg in segs for v, _ in _numbers(seg)]
+        if not numbers:
+            return None
+        value = numbers[-1]
+        return int(value) if kind == "integer" or float(value).is_integer() else value
+    if kind == "string":
+        if name == "expression" or "arithmetic" in words:
+            return _last(_arithmetic(_spoken_ops(seg)) for seg in segs)
+        if "zone" in words:
+            return _zone(segs)
+        if not required:  # an optional label only when it is named: "called pasta"
+            return _last(_named(seg) for seg in segs)
+        return _phrase(segs, name, description)
+    return None
+
+
+def _spoken_ops(text: str) -> str:
+    """Number words as digits, so "twelve times seven" reads as arithmetic."""
+    words = text.split()
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        parsed = parse_number([_bare(w) for w in words[i:]])
+        if parsed is not None and _bare(words[i]) not in ("a", "an"):
+            value, used = parsed
+            out.append(str(int(value)) if value.is_integer() else str(value))
+            i += used
+        else:
+            out.append(words[i])
+            i += 1
+    return " ".join(out)
+
+
+def _last(values: Any) -> Any:
+    found = None
+    for value in values:
+        if value is not None:
+            found = value
+    return found
+
+
+def _profile(tool: Tool) -> str:
+    props = tool.schema.get("properties", {}) or {}
+    parts = [tool.name.replace("_", " "), tool.description]
+    for name, spec in props.items():
+        description = spec.get("description", "") if isinstance(spec, Mapping) else ""
+        parts.append(f"{name.replace('_', ' ')} {description}")
+    return ". ".join(parts)
+
+
+def _stems(text: str) -> set[str]:
+    words = [w for w in _WORD.findall(text.lower()) if w not in _STOP_WORDS]
+    return {_stem(w) for w in words} | {_SYNONYMS[w] for w in words if w in _SYNONYMS}
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "es", "ed", "s", "er"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _overlap(query: set[str], profile: set[str]) -> float:
+    """The share of the request's content words the tool's profile explains."""
+    if not query or not profile:
+        return 0.0
+    return len(query & profile) / len(query)
+
+
+# --- as a tool ------------------------------------------------------------------------------------
+
+
+def make_planner_tool(registry: ToolRegistry, planner: LocalPlanner) -> Tool:
+    """A tool that plans a request and runs the planned calls in order.
+
+    Its result is the calls' spoken results joined; a call that fails stops the plan with a
+    ToolError that says which call failed and what had already been done.
+    """
+    tools = [registry.get(n) for n in registry.names if n != PLANNER_TOOL]
+
+    async def run(args: Mapping[str, Any], evidence: TimelineView) -> ToolResult:
+        calls = planner.plan(str(args["request"]))
+        if not calls:
+            raise ToolError("no tool can answer this yet")
+        texts: list[str] = []
+        done: list[dict[str, Any]] = []
+        for call in calls:
+            tool = registry.get(call.tool)
+            try:
+                valid = tool.validate(call.args)
+                result = await asyncio.wait_for(tool.run(valid, evidence), tool.timeout_s)
+            except (ArgumentError, ToolError, TimeoutError) as exc:
+                what = f" (already done: {', '.join(d['tool'] for d in done)})" if done else ""
+                raise ToolError(f"{call.tool}: {exc or 'timed out'}{what}") from exc
+            texts.append(result.text)
+            done.append({"tool": call.tool, "args": valid, "result": result.payload})
+        return ToolResult(" ".join(t.strip() for t in texts if t.strip()), {"calls": done})
+
+    return Tool(
+        name=PLANNER_TOOL,
+        description="Plans a spoken request into calls of the other tools and runs them.",
+        schema={
+            "type": "object",
+            "properties": {"request": {"type": "string", "minLength": 1, "maxLength": 4000}},
+            "required": ["request"],
+            "additionalProperties": False,
+        },
+        run=run,
+        timeout_s=min(600.0, sum(t.timeout_s for t in tools) or 5.0),
+        side_effects=any(t.side_effects for t in tools),
+        cancellable=True,
+    )
