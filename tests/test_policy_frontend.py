@@ -9,6 +9,7 @@ The policies, the responder and the per-unit text split are also tested on hand-
 
 from __future__ import annotations
 
+import gc
 import math
 from collections.abc import Iterator
 from dataclasses import replace
@@ -222,6 +223,33 @@ def test_decisions_are_deterministic(request_audio: np.ndarray) -> None:
     assert trace(frontends[0]) == first  # the same frontend again: prepare() starts over
 
 
+def test_substeps_observe_growing_prefixes_and_act_on_the_boundary(
+    request_audio: np.ndarray,
+) -> None:
+    audio = place(6.0, (INTERRUPT_AT, request_audio))
+    plain = PolicyFrontend(VadBargeIn(), asr=False)
+    fine = PolicyFrontend(VadBargeIn(), asr=False, substeps=4, record_observations=True)
+    for frontend in (plain, fine):
+        frontend.schedule_turns([(STORY_AT, STORY)])
+        run(frontend, audio)
+    assert fine.steps == plain.steps
+    assert len(fine.observations) == 4 * len(fine.steps)
+    unit3 = [o for o in fine.observations if o.unit_index == 3]
+    assert [o.substep for o in unit3] == [0, 1, 2, 3] and unit3[-1].is_boundary
+    assert [len(o.vad_probs) for o in unit3] == sorted(len(o.vad_probs) for o in unit3)
+    assert len(unit3[-1].vad_probs) in (31, 32)
+    assert unit3[-1].t == pytest.approx(boundary_s(3))
+    assert unit3[0].overlap_s == 0.0 < unit3[-1].overlap_s  # the user starts at 3.3 s
+    # What the policy saw at the boundary where it yielded.
+    seen = unit3[-1]
+    assert seen.assistant_speaking and seen.forced_turn and all(seen.assistant_frames)
+    assert seen.assistant_spoken_s == pytest.approx(3.0, abs=0.01)  # units 0-2: 1 s each
+    assert seen.assistant_remaining_s > 2.0
+    assert seen.user_speech_s == seen.overlap_s == seen.turn_overlap_s > 0
+    assert seen.trailing_silence_s < 2 * FRAME_S and seen.user_speech_db > -40.0
+    assert max(seen.vad_probs) > 0.9 and seen.user_turn_speech_s == seen.user_speech_s
+
+
 class EchoRoom(Frontend):
     """Wraps a frontend and plays what it says back into the microphone (see ``mic``)."""
 
@@ -308,6 +336,24 @@ def test_schedule_turns_rejects_bad_turns_clearly() -> None:
     assert out.decision is Decision.SPEAK and out.text.strip() == "Hello." and out.end_of_turn
     with pytest.raises(RuntimeError, match="before the first unit"):
         frontend.schedule_turns([(5.0, "Too late.")])
+
+
+def test_models_are_loaded_once_and_stream_state_is_not_shared() -> None:
+    first = PolicyFrontend(VadBargeIn())
+    second = PolicyFrontend(NeverYield())
+    assert first._transcriber is not None and second._transcriber is not None
+    assert first._transcriber.asr is second._transcriber.asr  # one Whisper per process
+    assert first._tts is second._tts
+    assert first._vad is not second._vad  # each live frontend has its own VAD stream
+    vad = first._vad
+    first.close()
+    assert PolicyFrontend(VadBargeIn(), asr=False)._vad is vad  # closed: its VAD is reused
+    # ... and a frontend that is simply dropped gives it back too (the runner's pattern).
+    third = PolicyFrontend(VadBargeIn(), asr=False)
+    vad = third._vad
+    del third
+    gc.collect()
+    assert PolicyFrontend(VadBargeIn(), asr=False)._vad is vad
 
 
 def test_make_frontend_builds_the_baselines() -> None:

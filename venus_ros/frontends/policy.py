@@ -773,7 +773,7 @@ class PolicyFrontend(Frontend):
         began = ""
         due = self._due_scheduled(boundary / SAMPLE_RATE)
         if due is not None:
-            self._begin(due, forced=True)
+            self._begin(due, forced=True, answers_user=True)
             began = "scheduled"
             out = self._emit(boundary, unit)
         elif self._turn is not None:
@@ -782,7 +782,7 @@ class PolicyFrontend(Frontend):
             else:
                 out = self._emit(boundary, unit)
         elif action is FloorAction.START_SPEAKING and (response := self._respond()) is not None:
-            self._begin(response.text, forced=False)
+            self._begin(response.text, forced=False, answers_user=response.kind != "backend")
             began = response.kind
             out = self._emit(boundary, unit)
         else:
@@ -928,12 +928,12 @@ class PolicyFrontend(Frontend):
         backend = self._backend[0] if self._backend else None
         request = None
         if self._user_turn_speech and self._user_turn_start is not None:
-            texts = list(self._user_texts)
             if self._transcriber is not None and self._transcriber.in_utterance:
-                texts.extend(t.text for t in self._transcriber.flush() if t.text)
+                # Taking the turn ends the utterance; its later VAD end is ignored.
+                self._user_texts.extend(t.text for t in self._transcriber.flush() if t.text)
             end = self._last_voiced_end if self._last_voiced_end is not None else 0.0
             request = UserRequest(
-                " ".join(texts),
+                " ".join(self._user_texts),
                 self._user_turn_start / SAMPLE_RATE,
                 end / SAMPLE_RATE,
                 self._user_turn_speech * FRAME_S,
@@ -944,8 +944,12 @@ class PolicyFrontend(Frontend):
             self._backend.popleft()
         return response
 
-    def _begin(self, text: str, *, forced: bool) -> None:
-        """Start a turn (or, while speaking, replace the rest of it) voicing ``text``."""
+    def _begin(self, text: str, *, forced: bool, answers_user: bool) -> None:
+        """Start a turn (or, while speaking, replace the rest of it) voicing ``text``.
+
+        ``answers_user``: the turn answers what the user said so far, which is then forgotten
+        (a backend reply does not: the user's newer speech still waits for its answer).
+        """
         from venus_ros.core.protocol import split_visible
 
         visible, _ = split_visible(text)
@@ -962,7 +966,8 @@ class PolicyFrontend(Frontend):
         else:
             self._turn = _Turn(chunks, forced, total16, [])
             self._turn_overlap = 0
-        # Whatever the user said so far is what this turn answers.
+        if not answers_user:
+            return
         self._user_turn_speech = 0
         self._user_turn_start = None
         self._user_texts = []
