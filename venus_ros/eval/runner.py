@@ -11,7 +11,9 @@ Delegations go to a real :class:`~venus_ros.harness.runner.HarnessRunner` whose 
 one *recording* tool per entry of the suite's ``tools.json`` (restricted to the sample's
 ``tools`` when given): each call is recorded with its validated arguments and answered with the
 spec's canned result, and the polished reply is inserted into the loop as a ``<backend>`` span,
-as live. The router picks the tool; the keyword router by default, restricted to the registry.
+as live. The router picks the tool: by default the harness's own local planner
+(:mod:`venus_ros.harness.planner`) over the recording tools, as a harness with no cloud LLM
+routes; only registered tools count.
 
 With ``echo``, the microphone hears the speaker: the played audio, delayed and attenuated, is
 added to the user's signal as it is fed in. This closes a loop (what is played depends on what
@@ -40,7 +42,8 @@ from venus_ros.core.timeline import TimelineView
 from venus_ros.core.units import resample
 from venus_ros.eval.metrics import SampleRun
 from venus_ros.eval.scenario import Sample, Suite, ToolCall, ToolSpec
-from venus_ros.harness.tools import Tool, ToolRegistry, ToolResult, route
+from venus_ros.harness.planner import planner_router, with_planner_tool
+from venus_ros.harness.tools import Tool, ToolRegistry, ToolResult
 
 #: ``router(query) -> (tool_name, args) | None``, as the harness runner takes it.
 Router = Callable[[str], "tuple[str, dict[str, Any]] | None"]
@@ -62,7 +65,7 @@ def run_sample(
     *,
     tools: Sequence[ToolSpec] = (),
     echo: bool = False,
-    router: Router = route,
+    router: Router | None = None,
     config: SessionConfig | None = None,
     echo_delay_s: float = ECHO_DELAY_S,
     echo_gain_db: float = ECHO_GAIN_DB,
@@ -77,7 +80,8 @@ def run_sample(
             frontend is built for the sample.
         tools: the suite's tool set; each becomes a recording tool.
         echo: mix the played assistant audio back into the microphone signal.
-        router: picks ``(tool, args)`` for a delegated query; only registered tools count.
+        router: picks ``(tool, args)`` for a delegated query (default: the local planner over
+            the recording tools); only registered tools count.
         config: session settings (default: :class:`SessionConfig` with a timeline window that
             holds the whole sample).
         echo_delay_s: echo delay; at least one microphone frame plus 10 ms.
@@ -111,7 +115,7 @@ def run_suite(
     *,
     echo: bool = False,
     progress: bool = False,
-    router: Router = route,
+    router: Router | None = None,
     **options: Any,
 ) -> list[SampleRun]:
     """Run every sample of ``suite`` with a fresh ``frontend`` each.
@@ -180,7 +184,7 @@ def _run(
     spec: str,
     tools: Sequence[ToolSpec],
     echo: bool,
-    router: Router,
+    router: Router | None,
     config: SessionConfig | None,
     echo_delay_s: float,
     echo_gain_db: float,
@@ -199,6 +203,7 @@ def _run(
         )
     calls: list[ToolCall] = []
     registry = _registry(tools, sample.tools, calls)
+    router = router or planner_router(registry)
     clock = FakeClock()
     frontend = make_frontend(spec, clock=clock)
     harness = _Harness(
@@ -359,7 +364,10 @@ def _registry(
             f"the sample offers tool(s) {', '.join(map(repr, missing))} that the suite's "
             f"tools.json does not define (it defines: {', '.join(defined) or 'none'})"
         )
-    return ToolRegistry([_recording_tool(spec, calls) for spec in specs], offered)
+    recording = [_recording_tool(spec, calls) for spec in specs]
+    if offered is not None:
+        recording = [tool for tool in recording if tool.name in offered]
+    return ToolRegistry(with_planner_tool(recording))
 
 
 def _recording_tool(spec: ToolSpec, calls: list[ToolCall]) -> Tool:

@@ -45,6 +45,8 @@ from venus_ros.harness.tools import (
 
 #: ``embed(texts) -> [n, d]`` L2-normalised sentence embeddings.
 Embed = Callable[[Sequence[str]], np.ndarray]
+#: ``router(query) -> (tool_name, args) | None``, as the runner takes it.
+Router = Callable[[str], "tuple[str, dict[str, Any]] | None"]
 
 #: The planner tool's name.
 PLANNER_TOOL = "local_planner"
@@ -478,7 +480,35 @@ def _overlap(query: set[str], profile: set[str]) -> float:
     return len(query & profile) / len(query)
 
 
-# --- as a tool ------------------------------------------------------------------------------------
+# --- as a router and a tool ----------------------------------------------------------------------
+
+
+def planner_router(
+    registry: ToolRegistry, embed: Embed | None = None, fallback: Router | None = None
+) -> Router:
+    """Route by planning over the registry's tools: one planned call goes straight to its
+    tool, several to :data:`PLANNER_TOOL` (when the registry has it), none to ``fallback``."""
+    planner = LocalPlanner([registry.get(n) for n in registry.names], embed)
+
+    def route(query: str) -> tuple[str, dict[str, Any]] | None:
+        calls = planner.plan(query)
+        if len(calls) == 1:
+            return calls[0].tool, dict(calls[0].args)
+        if len(calls) > 1 and PLANNER_TOOL in registry:
+            return PLANNER_TOOL, {"request": query}
+        picked = fallback(query) if fallback is not None else None
+        if picked is not None and picked[0] in registry:
+            return picked
+        return (calls[0].tool, dict(calls[0].args)) if calls else None
+
+    return route
+
+
+def with_planner_tool(tools: Sequence[Tool], embed: Embed | None = None) -> list[Tool]:
+    """``tools`` plus a :data:`PLANNER_TOOL` over them (when there are two or more)."""
+    if len(tools) < 2:
+        return list(tools)
+    return [*tools, make_planner_tool(ToolRegistry(tools), LocalPlanner(list(tools), embed))]
 
 
 def make_planner_tool(registry: ToolRegistry, planner: LocalPlanner) -> Tool:

@@ -58,7 +58,7 @@ from venus_ros.harness.llm import (
     make_llm_tool,
     with_llm_polish,
 )
-from venus_ros.harness.planner import PLANNER_TOOL, Embed, LocalPlanner, make_planner_tool
+from venus_ros.harness.planner import Embed, planner_router, with_planner_tool
 from venus_ros.harness.tools import Tool, ToolRegistry, builtin_tools, route
 
 log = logging.getLogger("venus_ros.harness.toolconfig")
@@ -555,12 +555,10 @@ def build_registry(
             log.info("%s: %s may not call %s: not enabled", source, name, ", ".join(skipped))
         settings = dataclasses.replace(entry.tool_settings(name), tools=tuple(callable_names))
         built[name] = make_llm_tool(settings, list(plain.values()), client=client_for(settings.llm))
-    enabled = list(config.enabled)
-    if not config.llm_names() and len(built) > 1:  # requests that need several calls
-        tools = ToolRegistry(built.values())
-        built[PLANNER_TOOL] = make_planner_tool(tools, LocalPlanner(list(built.values()), embed))
-        enabled.append(PLANNER_TOOL)
-    return ToolRegistry([built[name] for name in enabled], enabled)
+    tools = [built[name] for name in config.enabled]
+    if not config.llm_names():  # the local planner runs requests that need several calls
+        tools = with_planner_tool(tools, embed)
+    return ToolRegistry(tools)
 
 
 def load_registry(
@@ -601,14 +599,4 @@ def make_router(
 
         return cloud
 
-    planner = LocalPlanner([registry.get(n) for n in registry.names], embed)
-
-    def local(query: str) -> tuple[str, dict[str, Any]] | None:
-        calls = planner.plan(query)
-        if len(calls) == 1:
-            return calls[0].tool, dict(calls[0].args)
-        if len(calls) > 1 and PLANNER_TOOL in registry:
-            return PLANNER_TOOL, {"request": query}
-        return keyword(query) or (calls and (calls[0].tool, dict(calls[0].args))) or None
-
-    return local
+    return planner_router(registry, embed, fallback=keyword)
