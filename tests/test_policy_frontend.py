@@ -250,6 +250,32 @@ def test_substeps_observe_growing_prefixes_and_act_on_the_boundary(
     assert max(seen.vad_probs) > 0.9 and seen.user_turn_speech_s == seen.user_speech_s
 
 
+class FailsOnce(VadBargeIn):
+    """Raises at one boundary, as a buggy trained policy might."""
+
+    def decide(self, obs: FloorObservation) -> FloorAction:
+        if obs.unit_index == 3:
+            raise RuntimeError("policy bug")
+        return super().decide(obs)
+
+
+def test_a_failing_unit_ends_the_turn_on_both_sides_and_the_session_goes_on(
+    request_audio: np.ndarray,
+) -> None:
+    frontend = PolicyFrontend(FailsOnce(), asr=False)
+    frontend.schedule_turns([(STORY_AT, STORY)])
+    session = run_offline(
+        place(9.0, (INTERRUPT_AT, request_audio)), RATE, frontend, clock=FakeClock()
+    )
+    view = session.timeline.snapshot()
+    assert [r.payload["unit"] for r in view.of_kind(Kind.FRONTEND_ERROR)] == [3]
+    assert view.of_kind(Kind.PROTOCOL_ERROR) == []
+    assert [r.payload["unit"] for r in view.of_kind(Kind.FLUSH)] == [3]  # the loop's yield
+    # The frontend did not carry on with the story; it answered the user once they stopped.
+    assert norm(turn_text(view, 2)) == CHECK_PHRASE
+    assert len(view.of_kind(Kind.DELEGATE_CLOSE)) == 1
+
+
 class EchoRoom(Frontend):
     """Wraps a frontend and plays what it says back into the microphone (see ``mic``)."""
 

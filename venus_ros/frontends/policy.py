@@ -629,6 +629,11 @@ class PolicyFrontend(Frontend):
         return tuple(self._compute)
 
     @property
+    def last_observation(self) -> FloorObservation | None:
+        """The observation of the latest boundary (None before the first unit)."""
+        return self._last_obs
+
+    @property
     def observations(self) -> tuple[FloorObservation, ...]:
         """Every observation given to the policy since :meth:`prepare` (when recorded).
 
@@ -665,7 +670,7 @@ class PolicyFrontend(Frontend):
         self._intervals: deque[list[float]] = deque()  # our playback, mic samples
         self._backend: deque[str] = deque()
         self._unit: InputUnit | None = None
-        self._obs: FloorObservation | None = None
+        self._last_obs: FloorObservation | None = None
         self._action = FloorAction.KEEP_LISTENING
         self._steps: list[FloorStep] = []
         self._observations: list[FloorObservation] = []
@@ -728,7 +733,22 @@ class PolicyFrontend(Frontend):
         self._next_scheduled = 0
 
     def prefill(self, unit: InputUnit) -> None:
-        """Take in one unit: AEC, VAD, ASR per sub-step; observe; ask the policy."""
+        """Take in one unit: AEC, VAD, ASR per sub-step; observe; ask the policy.
+
+        If it raises, the loop records the failure and ends the turn for the frontend (a
+        yield); the frontend's own turn is ended with it and its audio streams restart at the
+        next unit, so both sides stay in step.
+        """
+        self._unit = None
+        try:
+            self._prefill(unit)
+        except Exception:
+            boundary = unit.start_sample + unit.audio.size
+            self._abandon_turn(boundary)
+            self._restart_streams(boundary)
+            raise
+
+    def _prefill(self, unit: InputUnit) -> None:
         started = time.perf_counter()
         if unit.sample_rate != SAMPLE_RATE:
             raise FrontendError(f"policy frontend: units must be {SAMPLE_RATE} Hz mono")
@@ -757,18 +777,25 @@ class PolicyFrontend(Frontend):
                 )
             if self.record_observations:
                 self._observations.append(obs)
-        self._obs = obs
+        self._last_obs = obs
         self._action = action
         self._wall = time.perf_counter() - started
 
     def generate(self) -> UnitOutput:
         """Act on the policy's answer: start, continue or yield a turn, or listen."""
-        started = time.perf_counter()
         unit = self._unit
         if unit is None:
-            raise FrontendError("policy frontend: generate() called before prefill()")
+            raise FrontendError("policy frontend: generate() called without a prefill() before")
         self._unit = None
         boundary = unit.start_sample + unit.audio.size  # mic samples
+        try:
+            return self._generate(unit, boundary)
+        except Exception:
+            self._abandon_turn(boundary)
+            raise
+
+    def _generate(self, unit: InputUnit, boundary: int) -> UnitOutput:
+        started = time.perf_counter()
         action = self._action
         began = ""
         due = self._due_scheduled(boundary / SAMPLE_RATE)
@@ -914,6 +941,19 @@ class PolicyFrontend(Frontend):
 
     # -- acting --------------------------------------------------------------------------------
 
+    def _restart_streams(self, boundary: int) -> None:
+        """Start AEC, VAD and ASR over from mic sample ``boundary`` (after a failure)."""
+        self._vad.reset()
+        if self._aec is not None:
+            self._aec.reset()
+        if self._transcriber is not None:
+            self._transcriber.reset()
+        self._frame_buf = np.zeros(0, dtype=np.float32)
+        self._frames_done = 0
+        self._offset = boundary
+        self._mic_pos = boundary
+        self._ref_end = 0.0
+
     def _due_scheduled(self, boundary_s: float) -> str | None:
         due = None
         while (
@@ -1011,12 +1051,17 @@ class PolicyFrontend(Frontend):
 
     def _yield(self, boundary: int) -> UnitOutput:
         """End the turn with no speech: the loop flushes the speaker at this boundary."""
-        assert self._turn is not None
+        self._abandon_turn(boundary)
+        return UnitOutput(Decision.LISTEN, end_of_turn=True)
+
+    def _abandon_turn(self, boundary: int) -> None:
+        """Forget the current turn; its audio stops playing at ``boundary`` (the flush)."""
+        if self._turn is None:
+            return
         for interval in (*self._intervals, *self._turn.intervals):
             interval[1] = min(interval[1], max(interval[0], float(boundary)))
         self._play_end = min(self._play_end, float(boundary))
         self._turn = None
-        return UnitOutput(Decision.LISTEN, end_of_turn=True)
 
 
 def _warm_asr(model: str) -> WhisperAsr:
