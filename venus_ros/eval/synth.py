@@ -820,7 +820,8 @@ def _build_sample(
             audio = ctx.voices.render(line, voice, rate)
             if kind == "tv":
                 audio = _band_limit(audio)
-            audio = _at_level(audio, USER_RMS_DBFS - below)
+            level = USER_RMS_DBFS - below
+            audio = _at_level(audio, level)
             span = build.place(audio, u_start, None)
             extra.update(
                 background={"kind": kind, "text": line, "start": span[0], "end": span[1]},
@@ -858,7 +859,7 @@ def _build_sample(
             text = request.text
             meta.update(
                 expected_tool_calls=[dict(c) for c in request.calls],
-                tools=[t.name for t in suite_tools()],
+                tools=[tool.name for tool in suite_tools()],
             )
             extra["disfluencies"] = list(request.disfluencies)
         elif category == "delegation":
