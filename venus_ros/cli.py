@@ -173,6 +173,19 @@ def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
     synth.add_argument(
         "--purpose", default="eval", help="seed range to draw from: eval (default) or train"
     )
+    synth.add_argument(
+        "--voices",
+        choices=("auto", "espeak", "piper"),
+        default="auto",
+        help="auto: espeak-ng voices and the piper voice when installed (default); a committed "
+        "suite should use espeak, which reproduces without the optional GPL extra",
+    )
+    synth.add_argument(
+        "--compact", action="store_true", help="short timings and trailing silence (small files)"
+    )
+    synth.add_argument(
+        "--overwrite", action="store_true", help="replace the samples of an existing suite"
+    )
     synth.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
     run = sub.add_parser("run", help="play a suite through the duplex loop and score it")
@@ -238,6 +251,9 @@ def _eval_synth(args: argparse.Namespace) -> int:
         noise=args.noise,
         progress=not args.no_progress,
         purpose=args.purpose,
+        voices=args.voices,
+        compact=args.compact,
+        overwrite=args.overwrite,
     )
     counts: dict[str, int] = {}
     for sample in suite.samples:

@@ -176,6 +176,10 @@ def render_played(pieces: Sequence[tuple[float, np.ndarray]], rate: int) -> np.n
     return track
 
 
+#: Silence fed after a sample's recording: the metrics' response window (5 s) fits after it.
+TAIL_S = 5.0
+
+
 # --- one sample -------------------------------------------------------------------------------
 
 
@@ -194,6 +198,8 @@ def _run(
     from venus_ros.frontends import make_frontend
 
     audio, rate = sample.load_audio()
+    # The session runs on past the recording, so a response after its last word is scored.
+    audio = np.concatenate([audio, np.zeros(round(TAIL_S * rate), np.float32)])
     duration = len(audio) / rate
     config = config or SessionConfig(timeline_window_s=max(600.0, duration + 120.0))
     if echo and echo_delay_s < config.chunk_ms / 1000 + _ECHO_MARGIN_S:
