@@ -352,6 +352,9 @@ class WhisperAsr:
             best_of=1,
             temperature=0.0,
             condition_on_previous_text=False,
+            # Speech carries at most ~4 words (~6 tokens) a second: a cap in proportion to the
+            # audio bounds a repetition loop's cost (a 0.4 s "yes" once looped for 0.7 s).
+            max_new_tokens=max_tokens(audio_s),
             without_timestamps=False,
             word_timestamps=self.word_timestamps,
             vad_filter=False,
@@ -365,6 +368,11 @@ class WhisperAsr:
                 end = min(max(float(w.end), start), audio_s)
                 words.append(Word(w.word.strip(), start, end, float(w.probability)))
         return " ".join(t for t in texts if t), words, info.language
+
+
+def max_tokens(audio_s: float) -> int:
+    """The decoder's token budget for ``audio_s`` seconds of speech (generous for fast talk)."""
+    return int(math.ceil(10.0 * max(audio_s, 1.0))) + 8
 
 
 def _degenerate(text: str, audio_s: float) -> bool:
