@@ -279,7 +279,9 @@ def _eval_run(args: argparse.Namespace) -> int:
     suite = load_suite(args.scenarios, args.categories)
     frontends = [args.frontend]
     if args.baselines:
-        frontends += [b for b in BASELINES if b != args.frontend]
+        # With the speaker in the microphone the baselines cancel their own echo, as live.
+        baselines = [f"{b}:aec" if args.echo else b for b in BASELINES]
+        frontends += [b for b in baselines if b != args.frontend]
     for spec in frontends:
         check_frontend(spec)  # every frontend must build before anything runs
     results = []
