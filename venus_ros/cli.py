@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -296,7 +297,10 @@ def _eval_run(args: argparse.Namespace) -> int:
     main_metrics, baselines = results[0], results[1:]
     if args.json is not None:
         paths = [args.json] + [
-            args.json.with_name(f"{args.json.stem}.{m['frontend']}{args.json.suffix or '.json'}")
+            args.json.with_name(
+                f"{args.json.stem}.{re.sub(r'[^A-Za-z0-9_.-]', '_', m['frontend'])}"
+                f"{args.json.suffix or '.json'}"
+            )
             for m in baselines
         ]
         for path, metrics in zip(paths, results, strict=True):
