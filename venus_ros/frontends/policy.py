@@ -52,7 +52,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -83,6 +83,7 @@ __all__ = [
     "UserRequest",
     "VadBargeIn",
     "delegate_all",
+    "frame_pitch_hz",
     "make_policy_frontend",
 ]
 
@@ -171,6 +172,9 @@ class FloorObservation:
             turn is synthesised when it starts, so this is exact).
         turn_overlap_s: User speech while the assistant's audio played, since the turn began.
         backend_pending: Backend replies received and not yet spoken.
+        frame_f0: Per frame, the user channel's pitch estimate in Hz (autocorrelation,
+            60-400 Hz; 0.0 where the frame is unvoiced or no periodicity was found). Empty
+            where an observation is built by hand without it.
     """
 
     unit_index: int
@@ -197,6 +201,7 @@ class FloorObservation:
     assistant_remaining_s: float
     turn_overlap_s: float
     backend_pending: int
+    frame_f0: tuple[float, ...] = ()
 
     @property
     def is_boundary(self) -> bool:
@@ -511,6 +516,7 @@ class _UnitAcc:
     probs: list[float]
     dbs: list[float]
     playing: list[bool]
+    f0: list[float] = field(default_factory=list)
     speech: int = 0
     speech_energy: float = 0.0
     overlap: int = 0
@@ -859,8 +865,9 @@ class PolicyFrontend(Frontend):
         frames = buf[: count * FRAME_SAMPLES].reshape(count, FRAME_SAMPLES)
         power = np.mean(np.square(frames, dtype=np.float64), axis=1)
         dbs = np.maximum(10.0 * np.log10(power + 1e-12), SILENCE_DB)
+        f0s = frame_pitch_hz(frames)
         shift = self._offset - self._latency
-        for (start, p), db in zip(probs, dbs.tolist(), strict=True):
+        for (start, p), db, f0 in zip(probs, dbs.tolist(), f0s.tolist(), strict=True):
             begin = start + shift  # mic samples
             end = begin + FRAME_SAMPLES
             playing = self._playing(begin + FRAME_SAMPLES / 2)
@@ -870,6 +877,7 @@ class PolicyFrontend(Frontend):
             acc.probs.append(p)
             acc.dbs.append(db)
             acc.playing.append(playing)
+            acc.f0.append(f0 if voiced else 0.0)
             if voiced:
                 acc.speech += 1
                 acc.speech_energy += 10.0 ** (db / 10.0)
@@ -937,6 +945,7 @@ class PolicyFrontend(Frontend):
             assistant_remaining_s=remaining,
             turn_overlap_s=self._turn_overlap * FRAME_S if turn is not None else 0.0,
             backend_pending=len(self._backend),
+            frame_f0=tuple(acc.f0),
         )
 
     # -- acting --------------------------------------------------------------------------------
@@ -1062,6 +1071,55 @@ class PolicyFrontend(Frontend):
             interval[1] = min(interval[1], max(interval[0], float(boundary)))
         self._play_end = min(self._play_end, float(boundary))
         self._turn = None
+
+
+def frame_pitch_hz(
+    frames: np.ndarray,
+    rate: int = SAMPLE_RATE,
+    fmin: float = 60.0,
+    fmax: float = 400.0,
+    min_clarity: float = 0.3,
+) -> np.ndarray:
+    """Pitch of each frame (rows of ``frames``) by normalised autocorrelation, in Hz.
+
+    The autocorrelation (via FFT, normalised by overlap length) is searched between the lags
+    of ``fmax`` and ``fmin`` for the shortest-lag local peak within 85% of the highest one
+    (so sub-harmonics are not chosen); a frame whose peak is below ``min_clarity`` of the
+    zero-lag value (aperiodic or silent) gets 0.0.
+
+    Args:
+        frames: ``[n, length]`` float samples.
+        rate: Sample rate in Hz.
+        fmin: Lowest pitch searched, Hz.
+        fmax: Highest pitch searched, Hz.
+        min_clarity: Least normalised autocorrelation peak that counts as voiced.
+
+    Returns:
+        float64 ``[n]`` pitch in Hz (0.0 for unvoiced frames).
+    """
+    frames = np.asarray(frames, dtype=np.float64)
+    if frames.ndim != 2 or frames.shape[0] == 0:
+        return np.zeros(frames.shape[0] if frames.ndim == 2 else 0)
+    length = frames.shape[1]
+    lo = max(1, int(rate / fmax))
+    hi = min(length - 2, math.ceil(rate / fmin))
+    if hi <= lo:
+        return np.zeros(frames.shape[0])
+    x = frames - frames.mean(axis=1, keepdims=True)
+    spec = np.fft.rfft(x, n=2 * length, axis=1)
+    ac = np.fft.irfft(spec.real**2 + spec.imag**2, axis=1)[:, :length]
+    energy = ac[:, 0]
+    # unbiased: divide by the overlap length so long lags are not penalised
+    norm = ac[:, lo - 1 : hi + 2] / (length - np.arange(lo - 1, hi + 2)) * length
+    inner = norm[:, 1:-1]
+    local = (inner >= norm[:, :-2]) & (inner >= norm[:, 2:])
+    # the shortest lag whose local peak comes close to the best one (avoids sub-harmonics)
+    best = np.max(np.where(local, inner, -np.inf), axis=1, keepdims=True)
+    lag = np.argmax(local & (inner >= 0.85 * best), axis=1)
+    peak = inner[np.arange(len(lag)), lag]
+    clarity = np.where(energy > 1e-10, peak / np.maximum(energy, 1e-12), 0.0)
+    f0 = rate / (lag + lo)
+    return np.where(clarity >= min_clarity, f0, 0.0)
 
 
 def _warm_asr(model: str) -> WhisperAsr:
