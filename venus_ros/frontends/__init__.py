@@ -1,5 +1,9 @@
 """Frontend implementations, chosen by a spec string such as ``scripted:FILE``.
 
+- ``cascade[:OPTIONS]`` (the default, :data:`DEFAULT_FRONTEND`): the embedded cascade
+  (:mod:`.cascade.frontend`): the speech stack around the trained floor policy, the delegation
+  router and local template replies; options as the baselines' plus
+  ``policy=trained|vad-bargein|never-yield`` and ``router=trained|all``.
 - ``scripted:FILE``: a YAML script (:mod:`.scripted`), for tests and samples.
 - ``vad-bargein[:OPTIONS]`` and ``never-yield[:OPTIONS]``: the evaluation baselines, real speech
   stacks (AEC, Silero VAD, Whisper, espeak-ng) around a floor policy (:mod:`.policy`); options
@@ -15,20 +19,33 @@ from venus_ros.core.clock import Clock
 from venus_ros.core.frontend import Frontend, FrontendError
 
 #: Frontend names accepted by :func:`make_frontend`.
-NAMES = ("scripted", "vad-bargein", "never-yield")
+NAMES = ("cascade", "scripted", "vad-bargein", "never-yield")
+
+#: The frontend used where none is named (``frontend_node`` with ``frontend: ""``).
+DEFAULT_FRONTEND = "cascade"
+
+
+def resolve_spec(spec: str) -> str:
+    """``spec``, or :data:`DEFAULT_FRONTEND` when it is empty."""
+    return spec.strip() or DEFAULT_FRONTEND
 
 
 def make_frontend(spec: str, clock: Clock | None = None) -> Frontend:
     """Build a frontend from ``NAME[:ARGUMENT]``.
 
     Args:
-        spec: e.g. ``scripted:config/samples/hello/script.yaml``.
+        spec: e.g. ``scripted:config/samples/hello/script.yaml``; empty: the default
+            (:data:`DEFAULT_FRONTEND`).
         clock: the session clock, for frontends that simulate compute time.
 
     Raises:
         FrontendError: for an unknown name or a missing argument.
     """
-    name, _, argument = spec.partition(":")
+    name, _, argument = resolve_spec(spec).partition(":")
+    if name == "cascade":
+        from venus_ros.frontends.cascade.frontend import make_cascade_frontend
+
+        return make_cascade_frontend(argument)
     if name == "scripted":
         if not argument:
             raise FrontendError("frontend 'scripted' needs a script file: scripted:FILE")

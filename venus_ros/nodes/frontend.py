@@ -40,12 +40,11 @@ from venus_ros.core.delivery import DeliveryOutcome, Outcome
 from venus_ros.core.duplex import BackendReply, DelegateRequest, DuplexConfig, DuplexLoop
 from venus_ros.core.timeline import Kind, Timeline
 from venus_ros.core.units import InputError, UnitAssembler, UnitConfig
-from venus_ros.frontends import make_frontend
+from venus_ros.frontends import make_frontend, resolve_spec
 from venus_ros.nodes import convert
 from venus_ros.nodes.params import declare_config, reject_unknown_overrides
 from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
-from venus_ros.paths import sample_path
 
 #: Timeline records published per batch, so one burst cannot stall the loop thread.
 _PUBLISH_BATCH = 500
@@ -56,7 +55,7 @@ class FrontendNodeConfig:
     """Parameters of frontend_node."""
 
     frontend: str = field(
-        default="", metadata={"help": "frontend spec, e.g. scripted:FILE ('' = bundled sample)"}
+        default="", metadata={"help": "frontend spec, e.g. cascade:aec ('' = cascade)"}
     )
     system_prompt: str = field(default="", metadata={"help": "passed to Frontend.prepare"})
     session_id: str = field(default="default", metadata={"help": "sent with every delegation"})
@@ -94,7 +93,7 @@ class FrontendNode(Node):
         cfg = self.config
         self.clock = MonotonicClock()
         self.timeline = Timeline(self.clock, window_s=cfg.timeline_window_s)
-        spec = cfg.frontend or f"scripted:{sample_path('script.yaml')}"
+        spec = resolve_spec(cfg.frontend)
         self.frontend = make_frontend(spec, clock=self.clock)
         self.loop = DuplexLoop(
             self.frontend, self.timeline, self.clock, cfg.duplex, on_delivery=self._on_delivery
