@@ -138,7 +138,7 @@ def test_durations_keep_the_corrected_value(text: str, seconds: int) -> None:
         ("what's seventeen plus twenty six", ("calculator", {"expression": "17 + 26"})),
         ("um how much is 81 divided by 9", ("calculator", {"expression": "81 / 9"})),
         ("what time is it in Berlin", ("clock", {"timezone": "Europe/Berlin"})),
-        ("please head to the laundry room", ("go_to", {"place": "laundry"})),
+        ("please head to the laundry room", ("go_to", {"place": "laundry room"})),
         ("go to the porch, sorry, the attic", ("go_to", {"place": "attic"})),
         ("could you, could you fetch my glasses", ("fetch", {"item": "glasses"})),
         ("bring me the, uh, the green bottle", ("fetch", {"item": "green bottle"})),

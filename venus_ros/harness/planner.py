@@ -56,7 +56,10 @@ _SPLIT = re.compile(
     r"|,\s*then\b)\s*",
     re.IGNORECASE,
 )
-_FILLERS = re.compile(r"\b(?:um+|uh+|erm+|er|hmm+|ah+|you know|like,)\b[,.]?\s*", re.IGNORECASE)
+_FILLERS = re.compile(
+    r"\b(?:um+|uh+|erm+|er|hmm+|ah+|you know|like(?=,)|well(?=,)|so(?=,))\b[,.]?\s*",
+    re.IGNORECASE,
+)
 _CORRECTION = re.compile(
     r"(?:,|\s-+|\s—|\.)?\s*\b(?:no,?\s*wait|no|sorry|i mean|actually|make (?:it|that)|rather|"
     r"or rather|wait)\b[,.]?\s*",
@@ -93,17 +96,20 @@ _CITY_ZONES = {
 }  # fmt: skip
 _ON = re.compile(r"\b(?:on|true|yes|enable|start)\b", re.IGNORECASE)
 _OFF = re.compile(r"\b(?:off|false|disable|stop|out)\b", re.IGNORECASE)
-_INTRO = (
-    r"(?:to|into|in|at|towards?|from|for|up|pick up|bring(?: me)?|grab|get(?: me)?|fetch|"
-    r"hand(?: me)?|take|find|the)"
+_INTRO_WORDS = frozenset(
+    "to into in at toward towards from for the grab get fetch bring take find hand reach".split()
 )
+_INTRO_PAIRS = frozenset(
+    {("pick", "up"), ("bring", "me"), ("get", "me"), ("hand", "me"), ("go", "to"), ("over", "to")}
+)
+_ARTICLE_WORDS = frozenset({"the", "a", "an", "my", "your", "our", "some", "this", "that"})
 _STOP_WORDS = frozenset(
     "a an the please for me to in on at of and then now right away quickly thanks thank you "
     "could can would will you i it is be this that there here some my your our what what's "
-    "how much tell say give show know want like need make do let us".split()
+    "how much tell say give show know want like need make do let us or well so".split()
 )
 #: Words that end a free-text value ("the kitchen lights" -> "kitchen").
-_PHRASE_STOPS = _STOP_WORDS | {"lights", "light", "lamp", "lamps", "room", "off", "over"}
+_PHRASE_STOPS = _STOP_WORDS | {"lights", "light", "lamp", "lamps", "off", "over", "up"}
 #: Lexical fallback only: words that mean the same to a tool description.
 _SYNONYMS = {
     "go": "drive", "head": "drive", "move": "drive", "walk": "drive", "navigate": "drive",
@@ -194,9 +200,15 @@ def parse_number(words: Sequence[str]) -> tuple[float, int] | None:
     return value, used
 
 
+def _words(text: str) -> list[str]:
+    """Lower-case words without punctuation; "sixty-three" is two words."""
+    text = re.sub(r"(?<=[a-z])-(?=[a-z])", " ", text.lower())
+    return [w for w in (_bare(w) for w in text.split()) if w]
+
+
 def _numbers(text: str) -> list[tuple[float, str | None]]:
     """Every number in ``text`` with its unit word ("minutes") or None."""
-    words = [w for w in (_bare(w) for w in text.split()) if w]
+    words = _words(text)
     found: list[tuple[float, str | None]] = []
     i = 0
     while i < len(words):
@@ -279,8 +291,7 @@ def _phrase(segs: Sequence[str], name: str, description: str) -> str | None:
     """A noun phrase for a free-text property: after its introducing word, or a bare repair."""
     found = None
     for index, seg in enumerate(segs):
-        words = [_bare(w) for w in seg.split()]
-        words = [w for w in words if w]
+        words = _words(seg)
         phrase = _after_intro(words)
         if phrase is None and index > 0 and len(words) <= 4:
             phrase = " ".join(words)  # "..., no, the living room"
@@ -298,19 +309,31 @@ def _named(seg: str) -> str | None:
 
 
 def _after_intro(words: Sequence[str]) -> str | None:
-    text = " ".join(words)
+    """The last noun phrase introduced by a verb, preposition or article ("to the living room",
+    "pick up the red cup"): up to four words, ended by a stop word, a number or another
+    introducing word."""
     best = None
-    for match in re.finditer(rf"\b{_INTRO}\s+((?:[a-z]+\s*){{1,4}})", text):
-        candidate = match.group(1).split()
+    i = 0
+    while i < len(words):
+        width = 2 if tuple(words[i : i + 2]) in _INTRO_PAIRS else 1
+        if width == 1 and words[i] not in _INTRO_WORDS:
+            i += 1
+            continue
         kept: list[str] = []
-        for word in candidate:
-            if word in _PHRASE_STOPS and kept:
+        for word in words[i + width : i + width + 6]:
+            if word in _ARTICLE_WORDS and not kept:
+                continue
+            if (
+                word in _PHRASE_STOPS
+                or word in _INTRO_WORDS
+                or parse_number([word]) is not None
+                or len(kept) == 4
+            ):
                 break
-            if word not in _PHRASE_STOPS or word in ("the",):
-                kept.append(word)
-        phrase = " ".join(w for w in kept if w not in ("the", "a", "an", "my"))
-        if phrase and not _numbers(phrase):
-            best = phrase
+            kept.append(word)
+        if kept:
+            best = " ".join(kept)
+        i += width
     return best
 
 
@@ -353,7 +376,7 @@ class LocalPlanner:
         best: tuple[float, PlannedCall] | None = None
         for tool, score in zip(self.tools, scores, strict=True):
             args, missing = fill_arguments(tool.schema, segs)
-            score += 0.15 * _typed_evidence(tool.schema, args) - 0.3 * len(missing)
+            score += 0.3 * _typed_evidence(tool.schema, args) - 0.3 * len(missing)
             if best is None or score > best[0]:
                 best = (score, PlannedCall(tool.name, args))
         if best is None or best[0] < self.min_score or not text:
@@ -429,7 +452,7 @@ def _value_for(name: str, spec: Mapping[str, Any], segs: Sequence[str], required
 
 def _spoken_ops(text: str) -> str:
     """Number words as digits, so "twelve times seven" reads as arithmetic."""
-    words = text.split()
+    words = re.sub(r"(?<=[a-z])-(?=[a-z])", " ", text.lower()).split()
     out: list[str] = []
     i = 0
     while i < len(words):
