@@ -23,6 +23,7 @@ setup(
         (f"share/{PACKAGE}/launch", glob("launch/*.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.rviz")),
         (f"share/{PACKAGE}/samples/hello", glob(f"{PACKAGE}/samples/hello/*")),
+        (f"share/{PACKAGE}/samples/demo", glob(f"{PACKAGE}/samples/demo/*")),
     ],
     install_requires=[
         "setuptools",
@@ -61,6 +62,7 @@ setup(
                 for name in ("mic", "camera", "frontend", "harness", "speaker", "monitor")
             ),
             "recorder_node = venus_ros.nodes.recorder:main",
+            "sim_robot_node = venus_ros.nodes.sim_robot:main",
         ]
     },
 )

@@ -86,7 +86,7 @@ class LocalAnswer:
     reply: str
 
 
-_NAME = r"(?: (?:there|robot|venus|again|everyone|buddy))?"
+_NAME = r"(?: (?:there|robot|venus|again|everyone|buddy)){0,2}"
 #: The local replies, tried in order; the first match answers.
 LOCAL_ANSWERS: tuple[LocalAnswer, ...] = (
     LocalAnswer(
@@ -139,6 +139,8 @@ _ACK_ONLY = re.compile(
     r"(?:okay|ok|alright|all right|yeah|yes|yep|uh[- ]?huh|mm[- ]?hmm|mhm|right|sure|got it|"
     r"i see|cool|great|nice|good)(?: (?:okay|ok|yeah|right))*"
 )
+#: Fillers: a request of nothing else is not answered either.
+_FILLERS = re.compile(r"\b(?:u+h+|u+m+|e+r+m*|h+m+|m+h*m+|a+h+|o+h+)\b")
 _PUNCT = re.compile(r"[^\w\s'-]+")
 _HAS_WORD = re.compile(r"[A-Za-z]{2,}")
 _LEAD = re.compile(
@@ -163,12 +165,12 @@ class CascadeResponder(Responder):
     """Local replies from templates; delegation by the router; backend replies spoken.
 
     Order for a user request: a transcript with no intelligible word (with ASR on) gets
-    :data:`CLARIFY_PHRASE`; a bare acknowledgement is not answered (None); a request that is
-    wholly a greeting, thanks, goodbye or a simple question about the assistant gets its local
-    answer (:data:`LOCAL_ANSWERS`); a request the delegator sends to the harness gets
-    ``check_phrase`` and a ``<delegate>`` span (query cleaned by ``query_of``); anything else
-    an acknowledgement (round robin). A waiting backend reply always comes first, spoken as it
-    came.
+    :data:`CLARIFY_PHRASE`; a bare acknowledgement or filler ("uh...") is not answered
+    (None); a request that is wholly a greeting, thanks, goodbye or a simple question about the
+    assistant gets its local answer (:data:`LOCAL_ANSWERS`); a request the delegator sends to
+    the harness gets ``check_phrase`` and a ``<delegate>`` span (query cleaned by
+    ``query_of``); anything else an acknowledgement (round robin). A waiting backend reply
+    always comes first, spoken as it came.
 
     Args:
         delegator: transcript -> delegate? (the router's ``needs_delegation``).
@@ -243,7 +245,8 @@ class CascadeResponder(Responder):
         if request.asr and not _HAS_WORD.search(transcript):
             self.last_intent = "clarify"
             return Response(self.clarify_phrase, "ack")
-        if transcript and _ACK_ONLY.fullmatch(_normalise(transcript)):
+        words = _normalise(transcript)
+        if transcript and (_ACK_ONLY.fullmatch(words) or not _FILLERS.sub("", words).strip()):
             self.last_intent = "user_ack"
             return None
         local = self.local_answer(transcript)
@@ -346,6 +349,13 @@ _FLAGS = {
 class CascadeFrontend(PolicyFrontend):
     """A :class:`~venus_ros.frontends.policy.PolicyFrontend` built from :class:`CascadeParts`.
 
+    One rule on top of the policy frontend: user speech that *began while the assistant's own
+    turn was playing*, and that the floor policy let the turn talk through (no yield), was
+    judged not to be for the assistant (a back-channel, a remark to someone else, the TV).
+    When that turn's audio has finished and the user is no longer speaking, it is forgotten
+    instead of being answered as a request. Speech that continues past the end of the turn,
+    and speech the policy yielded to, is kept and answered as usual.
+
     Args:
         parts: The floor policy and router (:func:`load_parts`).
         **kwargs: Passed to :class:`~venus_ros.frontends.policy.PolicyFrontend` (``asr``,
@@ -355,9 +365,51 @@ class CascadeFrontend(PolicyFrontend):
 
     def __init__(self, parts: CascadeParts, **kwargs: Any) -> None:
         kwargs.setdefault("responder", CascadeResponder(parts.delegator, query_of=parts.query_of))
+        self._turn_began = 0.0
+        self._finished_turn: tuple[float, float] | None = None
+        #: How many times overlapped speech was forgotten at the end of a turn.
+        self.ignored_overlaps = 0
         super().__init__(parts.policy, **kwargs)
         #: What the frontend was built with (and what fell back).
         self.parts = parts
+
+    def prepare(self, system_prompt: str = "", ref_audio: Any = None) -> None:
+        """Start a session (see :meth:`PolicyFrontend.prepare`)."""
+        super().prepare(system_prompt, ref_audio)
+        self._turn_began = 0.0
+        self._finished_turn = None
+        self.ignored_overlaps = 0
+
+    def _begin(self, text: str, *, forced: bool, answers_user: bool) -> None:
+        if self._turn is None:
+            self._turn_began = float(self._mic_pos)
+        super()._begin(text, forced=forced, answers_user=answers_user)
+
+    def _emit(self, boundary: int, unit: Any) -> Any:
+        out = super()._emit(boundary, unit)
+        if self._turn is None:  # the turn finished with this audio (not a yield)
+            self._finished_turn = (self._turn_began, self._play_end)
+        return out
+
+    def _yield(self, boundary: int) -> Any:
+        self._finished_turn = None
+        return super()._yield(boundary)
+
+    def _prefill(self, unit: Any) -> None:
+        super()._prefill(unit)
+        finished = self._finished_turn
+        if finished is None or self._turn is not None or self._frames_end < finished[1]:
+            return
+        self._finished_turn = None
+        began, ended = finished
+        start = self._user_turn_start
+        transcribing = self._transcriber is not None and self._transcriber.in_utterance
+        if start is None or not began <= start < ended or self._vad.speaking or transcribing:
+            return
+        self._user_turn_speech = 0
+        self._user_turn_start = None
+        self._user_texts = []
+        self.ignored_overlaps += 1
 
 
 def make_cascade_frontend(options: str = "") -> CascadeFrontend:
