@@ -23,21 +23,21 @@ import soundfile as sf
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "venus_ros" / "samples" / "demo"
 RATE = 16000
-LENGTH_S = 50.0
+LENGTH_S = 57.0
 USER = ("en-us+m3", 160, 0.5)  # voice, words per minute, peak level
 TV = ("en-gb-x-rp", 175, 0.1)
 
 #: (start s, speaker, kind, text)
 LINES = [
     (0.6, "user", "greeting", "Hi there, robot!"),
-    (4.8, "user", "local_question", "What can you do?"),
-    (9.0, "user", "backchannel", "Yeah, okay."),
-    (11.0, "user", "other_directed", "Sam, can you grab the mail?"),
-    (14.0, "tv", "background", "And in other news tonight, the city council approved the bridge."),
-    (19.5, "user", "robot_action", "Could you go to the kitchen, please?"),
-    (31.0, "user", "local_question", "How do you work?"),
-    (38.0, "user", "interruption", "Sorry, wait. What time is it?"),
-    (46.0, "user", "thanks", "Thank you!"),
+    (5.8, "user", "local_question", "What can you do?"),
+    (10.5, "user", "backchannel", "Yeah, okay."),
+    (13.0, "user", "other_directed", "Sam, can you grab the mail?"),
+    (16.0, "tv", "background", "And in other news tonight, the city council approved the bridge."),
+    (22.0, "user", "robot_action", "Could you go to the kitchen, please?"),
+    (35.0, "user", "local_question", "How do you work?"),
+    (42.0, "user", "interruption", "Sorry, wait. What time is it?"),
+    (52.5, "user", "thanks", "Thank you!"),
 ]
 
 

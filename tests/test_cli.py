@@ -19,7 +19,7 @@ def test_demo_writes_timeline_assistant_audio_and_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out)]) == 0
+    assert main(["demo", "--offline", "--out", str(out)]) == 0
 
     records = read_jsonl(out / "timeline.jsonl")
     assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
@@ -39,7 +39,7 @@ def test_demo_writes_timeline_assistant_audio_and_summary(
 
 def test_demo_output_is_the_same_on_every_run(tmp_path: Path) -> None:
     for name in ("a", "b"):
-        assert main(["demo", "--out", str(tmp_path / name)]) == 0
+        assert main(["demo", "--offline", "--out", str(tmp_path / name)]) == 0
     for file in ("timeline.jsonl", "assistant.wav"):
         assert (tmp_path / "a" / file).read_bytes() == (tmp_path / "b" / file).read_bytes()
 

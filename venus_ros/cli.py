@@ -42,8 +42,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     replay.add_argument("--out", type=Path, default=Path("out/replay"), help="output folder")
 
-    demo = commands.add_parser("demo", help="replay the bundled sample session")
+    demo = commands.add_parser(
+        "demo", help="run the whole ROS 2 system on the bundled multi-turn session"
+    )
     demo.add_argument("--out", type=Path, default=Path("out/demo"), help="output folder")
+    demo.add_argument(
+        "--live", action="store_true", help="use the microphone, speaker and camera (Ctrl-C ends)"
+    )
+    demo.add_argument(
+        "--offline",
+        action="store_true",
+        help="instead: the old fast replay of the hello sample, scripted frontend, no ROS",
+    )
+    demo.add_argument("--frontend", default="", help="frontend spec (default: cascade)")
 
     record = commands.add_parser("record", help="record the live graph to a rosbag2 (mcap)")
     record.add_argument("--bag", required=True, help="bag folder to create (must not exist)")
@@ -106,9 +117,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.namespace:
                 ros += ["-r", f"__ns:=/{args.namespace.strip('/')}"]
             return recorder_main(["venus-ros", *ros])
-        if args.command == "demo":
-            spec = f"scripted:{sample_path('script.yaml')}"
+        if args.command == "demo" and args.offline:
+            spec = args.frontend or f"scripted:{sample_path('script.yaml')}"
             return _replay(sample_path("input.wav"), None, spec, args.out)
+        if args.command == "demo":
+            from venus_ros.demo import DemoOptions, run_demo
+
+            return run_demo(DemoOptions(out=args.out, live=args.live, frontend=args.frontend))
         if args.command == "tasks":
             from venus_ros.harness.journal import JournalError, default_journal_path, format_journal
 
