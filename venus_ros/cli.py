@@ -80,9 +80,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     bench = commands.add_parser("bench", help="print performance figures")
     bench.add_argument(
-        "suite", choices=["core", "ros", "speech", "harness"], help="what to measure"
+        "suite", choices=["core", "ros", "speech", "harness", "frontend"], help="what to measure"
     )
-    bench.add_argument("--minutes", type=float, default=60.0, help="core: simulated length")
+    bench.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="core: simulated length (default 60); frontend: session length (default 10)",
+    )
     bench.add_argument(
         "--seconds",
         type=float,
@@ -165,9 +170,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from venus_ros.bench.speech import bench_speech
 
             return bench_speech()
+        if args.suite == "frontend":
+            from venus_ros.bench.frontend import bench_frontend
+
+            return bench_frontend(minutes=10.0 if args.minutes is None else args.minutes)
         from venus_ros.bench.core import bench_core
 
-        return bench_core(minutes=args.minutes)
+        return bench_core(minutes=60.0 if args.minutes is None else args.minutes)
     except (FrontendError, InputError, OSError, ValueError) as exc:
         print(f"venus-ros {args.command}: {exc}", file=sys.stderr)
         return 2

@@ -80,6 +80,24 @@ class DemoOptions:
     start_timeout_s: float = 120.0
 
 
+def write_demo_params(path: Path) -> Path:
+    """A copy of ``config/venus.yaml`` whose harness uses ``config/demo_tools.yaml``.
+
+    For ``launch/demo.launch.py``, whose included venus.launch.py takes one parameter file.
+
+    Returns:
+        ``path`` (its folder is created).
+    """
+    import yaml
+
+    params = yaml.safe_load(share_path("config/venus.yaml").read_text(encoding="utf-8"))
+    harness = params["/**/harness_node"]["ros__parameters"]
+    harness["tools_file"] = str(share_path("config/demo_tools.yaml"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    return path
+
+
 def demo_nodes(options: DemoOptions) -> tuple[list[NodeSpec], NodeSpec]:
     """The nodes of the demo (everything but the microphone) and the microphone node."""
     out = options.out.resolve()

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from venus_ros.core.frontend import FrontendError
+from venus_ros.core.protocol import escape_tags
 from venus_ros.frontends.policy import (
     Delegator,
     FloorPolicy,
@@ -255,11 +256,28 @@ class CascadeResponder(Responder):
             return Response(local[1], "ack")
         if (transcript or not request.asr) and self.delegator(transcript):
             self.last_intent = "delegate"
-            return super().respond(request, None)
+            return Response(self.check_phrase, "delegate", self._query(request, transcript))
         self.last_intent = "ack"
         ack = self.acknowledgements[self._next_ack % len(self.acknowledgements)]
         self._next_ack += 1
         return Response(ack, "ack")
+
+    def _query(self, request: UserRequest, transcript: str) -> str:
+        """The delegated query: the cleaned transcript, cut at a word, escaped."""
+        query = transcript
+        if self.query_of is not None and transcript:
+            query = self.query_of(transcript) or transcript
+        query = " ".join(query.split())
+        if len(query) > self.max_query_chars:
+            cut = query.rfind(" ", 0, self.max_query_chars + 1)
+            query = query[: cut if cut > 0 else self.max_query_chars]
+        query = escape_tags(query)
+        if not query:
+            query = (
+                f"the user's request from {request.start_s:.2f} s to {request.end_s:.2f} s "
+                "(no transcript)"
+            )
+        return query
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,14 +338,19 @@ def load_parts(policy: str = "trained", router: str = "trained") -> CascadeParts
             f"cascade: unknown policy {policy!r}; choose trained, vad-bargein or never-yield"
         )
     delegator: Delegator = delegate_all
-    query_of: Callable[[str], str] | None = None
     router_name = "delegate-all"
+    try:  # the query cleaning is plain text rules: it needs no trained weights
+        from venus_ros.frontends.cascade.router import clean_disfluencies
+
+        query_of: Callable[[str], str] | None = clean_disfluencies
+    except ImportError as exc:
+        query_of = None
+        fallbacks.append(f"query cleaning unavailable ({exc}); delegating transcripts as heard")
     if router == "trained":
         try:
-            from venus_ros.frontends.cascade.router import DelegationRouter, clean_disfluencies
+            from venus_ros.frontends.cascade.router import DelegationRouter
 
-            model = DelegationRouter()
-            delegator, query_of, router_name = model.needs_delegation, clean_disfluencies, router
+            delegator, router_name = DelegationRouter().needs_delegation, router
         except (ImportError, OSError, ValueError) as exc:
             fallbacks.append(f"delegation router unavailable ({exc}); delegating every request")
     elif router != "all":
