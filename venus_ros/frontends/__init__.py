@@ -4,6 +4,10 @@
   (:mod:`.cascade.frontend`): the speech stack around the trained floor policy, the delegation
   router and local template replies; options as the baselines' plus
   ``policy=trained|vad-bargein|never-yield`` and ``router=trained|all``.
+- ``floor[:OPTIONS]``: the trained floor policy (:mod:`.cascade.floor`) alone in the baselines'
+  speech stack (delegating every request, like them), to measure it against them; options
+  ``asr``/``noasr``, ``partials``/``nopartials`` (on), ``aec``/``noaec``, ``notext``,
+  ``tts=ENGINE``, ``model=PATH``, ``yield=P``, ``start=P``.
 - ``scripted:FILE``: a YAML script (:mod:`.scripted`), for tests and samples.
 - ``vad-bargein[:OPTIONS]`` and ``never-yield[:OPTIONS]``: the evaluation baselines, real speech
   stacks (AEC, Silero VAD, Whisper, espeak-ng) around a floor policy (:mod:`.policy`); options
@@ -19,7 +23,7 @@ from venus_ros.core.clock import Clock
 from venus_ros.core.frontend import Frontend, FrontendError
 
 #: Frontend names accepted by :func:`make_frontend`.
-NAMES = ("cascade", "scripted", "vad-bargein", "never-yield")
+NAMES = ("cascade", "floor", "scripted", "vad-bargein", "never-yield")
 
 #: The frontend used where none is named (``frontend_node`` with ``frontend: ""``).
 DEFAULT_FRONTEND = "cascade"
@@ -46,6 +50,10 @@ def make_frontend(spec: str, clock: Clock | None = None) -> Frontend:
         from venus_ros.frontends.cascade.frontend import make_cascade_frontend
 
         return make_cascade_frontend(argument)
+    if name == "floor":
+        from venus_ros.frontends.cascade.floor import make_floor_frontend
+
+        return make_floor_frontend(argument)
     if name == "scripted":
         if not argument:
             raise FrontendError("frontend 'scripted' needs a script file: scripted:FILE")

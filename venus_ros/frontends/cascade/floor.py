@@ -1,0 +1,594 @@
+"""The trained floor-control policy: who holds the floor, decided by a small ONNX model.
+
+At every unit boundary :class:`TrainedFloorPolicy` turns the :class:`FloorObservation` (and a
+short history of earlier boundaries) into one feature vector and runs a two-layer perceptron
+(``models/floor.onnx``, ONNX Runtime, one thread) with two sigmoid outputs:
+
+* ``p_yield``: while the assistant speaks, the user's overlapping speech is a genuine
+  interruption (it yields when ``p_yield >= yield_threshold`` on ``yield_count`` consecutive
+  boundaries); backchannels, remarks to someone else and background talk should keep it low;
+* ``p_start``: while listening, the user has finished a turn that wants an answer (it starts
+  speaking when ``p_start >= start_threshold``); a mid-sentence pause, a backchannel or
+  background talk should keep it low.
+
+Features (:func:`acoustic_features`, :data:`ACOUSTIC_FEATURES` names them): the floor state
+(speaking, scheduled turn, turn progress and remaining audio, overlap so far), per-unit Silero
+VAD statistics of the user channel (echo-cancelled when AEC is on), frame energies (dBFS),
+pitch (:func:`venus_ros.frontends.policy.frame_pitch_hz`), silence and utterance durations, the
+same unit statistics of the two previous boundaries, whether the last turn ended with our own
+yield, and the text the user said since the assistant last took the floor (final transcripts
+plus the partial one when partials are on), embedded with all-MiniLM-L6-v2
+(:class:`~venus_ros.frontends.cascade.embed.Embedder`; zeros when there is no text or no
+embedder).
+
+The feature standardisation is folded into the first layer, so the ONNX graph is
+``Gemm -> Relu -> Gemm -> Sigmoid`` on raw features; :func:`numpy_forward` computes the same
+thing. Thresholds live in the ONNX metadata (``floor.json`` next to it repeats them with the
+training summary). Trained by :func:`venus_ros.training.floor.train_floor`; the report is
+``models/floor_report.md``.
+
+Backend replies are not the model's business: while listening with a reply waiting, the policy
+starts speaking after :data:`BACKEND_SILENCE_S` of user silence, like the baselines.
+
+``onnx``/``onnxruntime`` and the embedder are imported lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from venus_ros.frontends.policy import (
+    FRAME_S,
+    FloorAction,
+    FloorObservation,
+    FloorPolicy,
+)
+
+if TYPE_CHECKING:
+    import onnx
+
+    from venus_ros.frontends.cascade.embed import Embedder
+    from venus_ros.frontends.policy import PolicyFrontend
+
+__all__ = [
+    "ACOUSTIC_FEATURES",
+    "BACKEND_SILENCE_S",
+    "FEATURE_VERSION",
+    "MODEL_PATH",
+    "TEXT_DIM",
+    "FloorFeatures",
+    "FloorModel",
+    "FloorState",
+    "TrainedFloorPolicy",
+    "acoustic_features",
+    "build_onnx",
+    "load_floor_policy",
+    "make_floor_frontend",
+    "numpy_forward",
+    "observation_text",
+]
+
+_HERE = Path(__file__).resolve().parent
+MODEL_PATH = _HERE / "models" / "floor.onnx"
+"""The committed model."""
+FEATURE_VERSION = 1
+"""Bumped whenever the features change; the model records the version it was trained on."""
+TEXT_DIM = 384
+"""Width of the text embedding (all-MiniLM-L6-v2)."""
+BACKEND_SILENCE_S = 0.6
+"""User silence after which a waiting backend reply is spoken."""
+
+_UNIT_FEATURES = (
+    "speech_frac",
+    "overlap_frac",
+    "vad_mean",
+    "vad_max",
+    "speech_db",
+    "frame_db_mean",
+    "frame_db_max",
+    "frame_db_spread",
+)
+ACOUSTIC_FEATURES: tuple[str, ...] = (
+    "assistant_speaking",
+    "forced_turn",
+    "assistant_spoken",
+    "assistant_remaining",
+    "turn_overlap",
+    *_UNIT_FEATURES,
+    "trailing_silence",
+    "log_trailing_silence",
+    "user_speaking",
+    "user_turn_speech",
+    "utterance_speech",
+    "utterance_overlap",
+    "pitch_mean",
+    "pitch_std",
+    "pitch_voiced_frac",
+    "backend_pending",
+    "after_yield",
+    "has_text",
+    "text_words",
+    *(f"prev1_{name}" for name in _UNIT_FEATURES),
+    *(f"prev2_{name}" for name in _UNIT_FEATURES),
+)
+"""Names of the acoustic and state features, in vector order (the text embedding follows)."""
+N_FEATURES = len(ACOUSTIC_FEATURES) + TEXT_DIM
+
+
+def _db(value: float) -> float:
+    """dBFS to roughly [0, 1]: -60 dBFS (and silence) -> 0, -30 -> 1."""
+    return (max(value, -60.0) + 60.0) / 30.0
+
+
+def _unit_stats(obs: FloorObservation) -> np.ndarray:
+    """The per-unit statistics of :data:`_UNIT_FEATURES`."""
+    n = len(obs.vad_probs)
+    if n == 0:
+        return np.zeros(len(_UNIT_FEATURES))
+    probs = np.asarray(obs.vad_probs, dtype=np.float64)
+    dbs = np.asarray(obs.frame_db, dtype=np.float64)
+    span = n * FRAME_S
+    spread = float(np.percentile(dbs, 90) - np.percentile(dbs, 10)) if n > 1 else 0.0
+    return np.array(
+        [
+            obs.user_speech_s / span,
+            obs.overlap_s / span,
+            float(probs.mean()),
+            float(probs.max()),
+            _db(obs.user_speech_db),
+            _db(float(np.mean(np.maximum(dbs, -60.0)))),
+            _db(float(dbs.max())),
+            min(spread, 60.0) / 30.0,
+        ]
+    )
+
+
+@dataclass
+class FloorState:
+    """What the features remember between boundaries (reset per session).
+
+    Attributes:
+        prev: Unit statistics of the last two boundaries, newest first.
+        utterance_s: Voiced time of the user's current utterance (consecutive units with
+            speech or with the VAD still in speech), up to the last boundary.
+        utterance_overlap_s: The part of it that overlapped the assistant's audio.
+        after_yield: The assistant's last turn ended with our yield, and it has not spoken
+            since.
+        was_speaking: The assistant held the floor at the last boundary.
+        yielded: The policy answered YIELD at the last boundary.
+    """
+
+    prev: list[np.ndarray] = field(
+        default_factory=lambda: [np.zeros(len(_UNIT_FEATURES)), np.zeros(len(_UNIT_FEATURES))]
+    )
+    utterance_s: float = 0.0
+    utterance_overlap_s: float = 0.0
+    after_yield: bool = False
+    was_speaking: bool = False
+    yielded: bool = False
+
+
+def observation_text(obs: FloorObservation, partials: bool = True) -> str:
+    """The user's words the text feature embeds: finals since the assistant last took the
+    floor, plus the partial transcript of the utterance in progress when ``partials``."""
+    parts = [obs.user_text.strip()]
+    if partials:
+        parts.append(obs.transcript.strip())
+    return " ".join(p for p in parts if p)
+
+
+def acoustic_features(obs: FloorObservation, state: FloorState, text: str) -> np.ndarray:
+    """The acoustic and state part of the feature vector (:data:`ACOUSTIC_FEATURES`).
+
+    Does not change ``state``; :meth:`FloorFeatures.advance` does, at boundaries.
+    """
+    unit = _unit_stats(obs)
+    speech_here = obs.user_speech_s > 0 or obs.user_speaking
+    utterance = (state.utterance_s if speech_here else 0.0) + obs.user_speech_s
+    utterance_overlap = (state.utterance_overlap_s if speech_here else 0.0) + obs.overlap_s
+    f0 = np.asarray(obs.frame_f0, dtype=np.float64)
+    voiced = f0[f0 > 0]
+    pitch_mean = float(voiced.mean()) / 300.0 if voiced.size else 0.0
+    pitch_std = float(voiced.std()) / 100.0 if voiced.size > 1 else 0.0
+    pitch_frac = voiced.size / f0.size if f0.size else 0.0
+    silence = max(obs.trailing_silence_s, 0.0)
+    words = len(text.split())
+    head = np.array(
+        [
+            float(obs.assistant_speaking),
+            float(obs.forced_turn),
+            min(obs.assistant_spoken_s, 10.0) / 10.0,
+            min(obs.assistant_remaining_s, 10.0) / 10.0,
+            min(obs.turn_overlap_s, 5.0) / 5.0,
+        ]
+    )
+    tail = np.array(
+        [
+            min(silence, 5.0) / 5.0,
+            math.log1p(min(silence, 30.0)),
+            float(obs.user_speaking),
+            min(obs.user_turn_speech_s, 10.0) / 10.0,
+            min(utterance, 5.0) / 5.0,
+            min(utterance_overlap, 5.0) / 5.0,
+            pitch_mean,
+            pitch_std,
+            pitch_frac,
+            float(obs.backend_pending > 0),
+            float(_after_yield(obs, state)),
+            float(words > 0),
+            min(words, 20) / 20.0,
+        ]
+    )
+    return np.concatenate([head, unit, tail, state.prev[0], state.prev[1]])
+
+
+def _after_yield(obs: FloorObservation, state: FloorState) -> bool:
+    """Listening, and the assistant's last turn ended with our yield (maybe at the last
+    boundary, which :meth:`FloorFeatures.advance` has not turned into ``after_yield`` yet)."""
+    if obs.assistant_speaking:
+        return False
+    return state.after_yield or (state.was_speaking and state.yielded)
+
+
+class FloorFeatures:
+    """Observation -> feature vector, with the state the features keep between boundaries.
+
+    Args:
+        embedder: The sentence embedder for the text feature; None leaves it at zeros.
+        partials: Include the partial transcript in the text (when the frontend makes one).
+        cache_size: Embeddings kept per text (the same text recurs across boundaries).
+    """
+
+    def __init__(
+        self, embedder: Embedder | None = None, partials: bool = True, cache_size: int = 256
+    ) -> None:
+        self.embedder = embedder
+        self.partials = partials
+        self.cache_size = int(cache_size)
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.state = FloorState()
+
+    def reset(self) -> None:
+        """Forget the session (the embedding cache is kept: it depends on the text only)."""
+        self.state = FloorState()
+
+    def embed(self, text: str) -> np.ndarray:
+        """The text's embedding (zeros for no text or no embedder), cached."""
+        if not text or self.embedder is None:
+            return np.zeros(TEXT_DIM)
+        hit = self._cache.get(text)
+        if hit is None:
+            hit = np.asarray(self.embedder.embed([text])[0], dtype=np.float64)
+            if hit.shape != (TEXT_DIM,):
+                raise ValueError(f"embedder returned shape {hit.shape}, expected ({TEXT_DIM},)")
+            self._cache[text] = hit
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(text)
+        return hit
+
+    def vector(self, obs: FloorObservation, text: str | None = None) -> np.ndarray:
+        """The full feature vector (acoustic + text embedding), float64 ``[N_FEATURES]``.
+
+        ``text`` overrides :func:`observation_text` (training builds variants with it).
+        """
+        if text is None:
+            text = observation_text(obs, self.partials)
+        return np.concatenate([acoustic_features(obs, self.state, text), self.embed(text)])
+
+    def advance(self, obs: FloorObservation, action: FloorAction) -> None:
+        """Update the state after the boundary observation ``obs`` was answered ``action``."""
+        state = self.state
+        speech_here = obs.user_speech_s > 0 or obs.user_speaking
+        if speech_here:
+            state.utterance_s += obs.user_speech_s
+            state.utterance_overlap_s += obs.overlap_s
+        else:
+            state.utterance_s = state.utterance_overlap_s = 0.0
+        state.after_yield = _after_yield(obs, state)
+        state.was_speaking = obs.assistant_speaking
+        state.yielded = obs.assistant_speaking and action is FloorAction.YIELD
+        state.prev = [_unit_stats(obs), state.prev[0]]
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FloorModel:
+    """Weights of the two-layer perceptron and its decision settings.
+
+    The first layer takes raw features: standardisation is already folded into ``w1``/``b1``.
+
+    Attributes:
+        w1: ``[n_features, hidden]``.
+        b1: ``[hidden]``.
+        w2: ``[hidden, 2]`` (columns: yield, start).
+        b2: ``[2]``.
+        yield_threshold: ``p_yield`` at or above which a boundary counts towards yielding.
+        yield_count: Consecutive such boundaries needed to yield.
+        start_threshold: ``p_start`` at or above which the policy takes the turn.
+        metadata: Anything else recorded with the model (training summary), string values.
+    """
+
+    w1: npt.NDArray[np.float32]
+    b1: npt.NDArray[np.float32]
+    w2: npt.NDArray[np.float32]
+    b2: npt.NDArray[np.float32]
+    yield_threshold: float
+    yield_count: int
+    start_threshold: float
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+def numpy_forward(model: FloorModel, x: np.ndarray) -> np.ndarray:
+    """The model in numpy: ``[n, n_features]`` -> ``[n, 2]`` probabilities (yield, start)."""
+    h = np.maximum(np.asarray(x, np.float32) @ model.w1 + model.b1, 0.0)
+    z = h @ model.w2 + model.b2
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def build_onnx(model: FloorModel) -> onnx.ModelProto:
+    """The ONNX graph of :func:`numpy_forward`, with thresholds in ``metadata_props``.
+
+    Input ``features`` (float32 ``[batch, n_features]``), output ``probs`` (float32
+    ``[batch, 2]``: yield, start).
+    """
+    from onnx import TensorProto, helper, numpy_helper
+
+    n_in, hidden = model.w1.shape
+    inits = [
+        numpy_helper.from_array(np.asarray(model.w1, np.float32), "w1"),
+        numpy_helper.from_array(np.asarray(model.b1, np.float32), "b1"),
+        numpy_helper.from_array(np.asarray(model.w2, np.float32), "w2"),
+        numpy_helper.from_array(np.asarray(model.b2, np.float32), "b2"),
+    ]
+    nodes = [
+        helper.make_node("Gemm", ["features", "w1", "b1"], ["z1"], name="layer1"),
+        helper.make_node("Relu", ["z1"], ["h1"], name="relu"),
+        helper.make_node("Gemm", ["h1", "w2", "b2"], ["z2"], name="layer2"),
+        helper.make_node("Sigmoid", ["z2"], ["probs"], name="sigmoid"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "floor_policy",
+        [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["batch", n_in])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 2])],
+        inits,
+    )
+    proto = helper.make_model(
+        graph,
+        producer_name="venus_ros.training.floor",
+        opset_imports=[helper.make_opsetid("", 13)],
+    )
+    proto.ir_version = 8  # readable by every onnxruntime >= 1.17
+    meta = {
+        "feature_version": str(FEATURE_VERSION),
+        "n_features": str(n_in),
+        "hidden": str(hidden),
+        "yield_threshold": repr(float(model.yield_threshold)),
+        "yield_count": str(int(model.yield_count)),
+        "start_threshold": repr(float(model.start_threshold)),
+        **{str(k): str(v) for k, v in model.metadata.items()},
+    }
+    helper.set_model_props(proto, meta)
+    import onnx
+
+    onnx.checker.check_model(proto)
+    return proto
+
+
+# ---------------------------------------------------------------------------------------------
+# The policy
+# ---------------------------------------------------------------------------------------------
+
+
+class TrainedFloorPolicy(FloorPolicy):
+    """The floor policy of the cascade frontend: an ONNX perceptron over :class:`FloorFeatures`.
+
+    Decides at boundaries only (sub-step observations are answered with the current state's
+    keep action and do not change the state). Rules around the model: with nothing to answer
+    (no user speech since the assistant last spoke and no backend reply) it never starts; a
+    waiting backend reply is spoken after :data:`BACKEND_SILENCE_S` of silence.
+
+    Args:
+        path: The ONNX model (default :data:`MODEL_PATH`).
+        embedder: Sentence embedder for the text feature; None builds the packaged one, or
+            runs without text if the model package is missing and ``text=False``.
+        text: Use the text feature (False: the embedding is zeros, as the model saw for
+            observations without a transcript).
+        partials: Put the partial transcript in the text.
+        yield_threshold: Override the model's value.
+        start_threshold: Override the model's value.
+        yield_count: Override the model's value.
+
+    Raises:
+        FileNotFoundError: No model at ``path``.
+        ValueError: The model was trained on other features.
+    """
+
+    name = "floor"
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        embedder: Embedder | None = None,
+        text: bool = True,
+        partials: bool = True,
+        yield_threshold: float | None = None,
+        start_threshold: float | None = None,
+        yield_count: int | None = None,
+    ) -> None:
+        import onnxruntime as ort
+
+        self.path = Path(path) if path is not None else MODEL_PATH
+        if not self.path.is_file():
+            raise FileNotFoundError(
+                f"floor model {self.path} not found; train it with `venus-ros train floor --seed S`"
+            )
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(
+            str(self.path), options, providers=["CPUExecutionProvider"]
+        )
+        meta = dict(self._session.get_modelmeta().custom_metadata_map)
+        self.metadata: Mapping[str, str] = meta
+        version = int(meta.get("feature_version", "-1"))
+        n_features = int(meta.get("n_features", "-1"))
+        if version != FEATURE_VERSION or n_features != N_FEATURES:
+            raise ValueError(
+                f"floor model {self.path}: trained on feature version {version} with "
+                f"{n_features} features; this code computes version {FEATURE_VERSION} with "
+                f"{N_FEATURES}: retrain it"
+            )
+        self.yield_threshold = float(
+            meta["yield_threshold"] if yield_threshold is None else yield_threshold
+        )
+        self.start_threshold = float(
+            meta["start_threshold"] if start_threshold is None else start_threshold
+        )
+        self.yield_count = int(meta["yield_count"] if yield_count is None else yield_count)
+        if text and embedder is None:
+            from venus_ros.frontends.cascade.embed import Embedder
+
+            embedder = _shared_embedder(Embedder)
+        self.features = FloorFeatures(embedder if text else None, partials=partials)
+        self._streak = 0
+        self.last_probs: tuple[float, float] = (0.0, 0.0)
+
+    def reset(self) -> None:
+        """Start a session: forget the feature state and the yield streak."""
+        self.features.reset()
+        self._streak = 0
+        self.last_probs = (0.0, 0.0)
+
+    def probabilities(self, obs: FloorObservation) -> tuple[float, float]:
+        """``(p_yield, p_start)`` for an observation, given the current state."""
+        x = self.features.vector(obs).astype(np.float32)[None, :]
+        (probs,) = self._session.run(["probs"], {"features": x})
+        return float(probs[0, 0]), float(probs[0, 1])
+
+    def decide(self, obs: FloorObservation) -> FloorAction:
+        """The action at a boundary (see the class docstring)."""
+        if not obs.is_boundary:
+            speaking = obs.assistant_speaking
+            return FloorAction.KEEP_SPEAKING if speaking else FloorAction.KEEP_LISTENING
+        p_yield, p_start = self.probabilities(obs)
+        self.last_probs = (p_yield, p_start)
+        if obs.assistant_speaking:
+            self._streak = self._streak + 1 if p_yield >= self.yield_threshold else 0
+            action = (
+                FloorAction.YIELD if self._streak >= self.yield_count else FloorAction.KEEP_SPEAKING
+            )
+        else:
+            self._streak = 0
+            action = FloorAction.KEEP_LISTENING
+            if obs.backend_pending > 0 and obs.trailing_silence_s >= BACKEND_SILENCE_S:
+                action = FloorAction.START_SPEAKING
+            elif obs.user_turn_speech_s > 0 and p_start >= self.start_threshold:
+                action = FloorAction.START_SPEAKING
+        self.features.advance(obs, action)
+        if action is FloorAction.YIELD:
+            self._streak = 0
+        return action
+
+
+_EMBEDDER: Any = None
+
+
+def _shared_embedder(factory: Any) -> Embedder:
+    """One embedder per process (its ONNX session is stateless)."""
+    global _EMBEDDER
+    if _EMBEDDER is None:
+        _EMBEDDER = factory(threads=1)
+    return _EMBEDDER
+
+
+def load_floor_policy(path: str | Path | None = None, **options: Any) -> TrainedFloorPolicy:
+    """The committed (or given) floor model as a policy; ``options`` as
+    :class:`TrainedFloorPolicy` takes them."""
+    return TrainedFloorPolicy(path, **options)
+
+
+def read_sidecar(path: str | Path | None = None) -> dict[str, Any]:
+    """The JSON written next to a model (``floor.json``): thresholds and training summary."""
+    onnx_path = Path(path) if path is not None else MODEL_PATH
+    return json.loads(onnx_path.with_suffix(".json").read_text(encoding="utf-8"))
+
+
+_FLAGS = {
+    "asr": ("asr", True),
+    "noasr": ("asr", False),
+    "aec": ("aec", True),
+    "noaec": ("aec", False),
+    "partials": ("asr_partials", True),
+    "nopartials": ("asr_partials", False),
+}
+
+
+def make_floor_frontend(options: str = "", **kwargs: Any) -> PolicyFrontend:
+    """The ``floor`` frontend: :class:`~venus_ros.frontends.policy.PolicyFrontend` around the
+    trained policy.
+
+    Options (comma-separated): ``asr``/``noasr`` (Whisper, on), ``partials``/``nopartials``
+    (partial transcripts every unit, on: the text feature then sees words before the user
+    stops), ``aec``/``noaec`` (off), ``notext`` (no text feature), ``tts=ENGINE``,
+    ``model=PATH``, ``yield=P``, ``start=P`` (threshold overrides). ``kwargs`` go to
+    :class:`~venus_ros.frontends.policy.PolicyFrontend` (e.g. ``delegator``).
+
+    Raises:
+        venus_ros.core.frontend.FrontendError: an unknown option.
+    """
+    from venus_ros.core.frontend import FrontendError
+    from venus_ros.frontends.policy import PolicyFrontend
+
+    frontend_kwargs: dict[str, Any] = {"asr_partials": True}
+    policy_kwargs: dict[str, Any] = {}
+    for raw in filter(None, (o.strip() for o in options.split(","))):
+        key, sep, value = raw.partition("=")
+        if not sep and key in _FLAGS:
+            name, flag = _FLAGS[key]
+            frontend_kwargs[name] = flag
+        elif not sep and key == "notext":
+            policy_kwargs["text"] = False
+        elif sep and key == "tts" and value:
+            frontend_kwargs["tts"] = value
+        elif sep and key == "model" and value:
+            policy_kwargs["path"] = value
+        elif sep and key in ("yield", "start") and _is_probability(value):
+            policy_kwargs[f"{key}_threshold"] = float(value)
+        else:
+            raise FrontendError(
+                f"frontend 'floor': unknown option {raw!r}; options: {', '.join(_FLAGS)}, "
+                "notext, tts=ENGINE, model=PATH, yield=P, start=P"
+            )
+    if frontend_kwargs.get("asr") is False:
+        frontend_kwargs["asr_partials"] = False
+    policy_kwargs["partials"] = bool(frontend_kwargs["asr_partials"])
+    try:
+        policy = load_floor_policy(**policy_kwargs)
+        return PolicyFrontend(policy, **frontend_kwargs, **kwargs)
+    except (ValueError, FileNotFoundError) as exc:
+        raise FrontendError(f"frontend 'floor': {exc}") from exc
+
+
+def _is_probability(value: str) -> bool:
+    try:
+        p = float(value)
+    except ValueError:
+        return False
+    return 0.0 <= p <= 1.0
