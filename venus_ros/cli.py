@@ -99,9 +99,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     _add_eval_parser(commands)
 
+    train = commands.add_parser("train", help="train the cascade's models (reproducibly)")
+    models = train.add_subparsers(dest="model", required=True)
+    floor = models.add_parser("floor", help="the floor-control policy (ONNX, ~10 min, 2 cores)")
+    floor.add_argument("--seed", type=int, default=1, help="run seed (default 1)")
+    floor.add_argument(
+        "--out", type=Path, default=None, help="output folder (default: the package's models)"
+    )
+    floor.add_argument("--n", type=int, default=None, help="samples per category")
+    floor.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+    router = models.add_parser("router", help="the delegation router (~15 s)")
+    router.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    router.add_argument(
+        "--out", type=Path, default=None, help="output folder (default: the package's models)"
+    )
+    router.add_argument(
+        "--cross-seeds", type=int, default=20, help="also report seeds 0..N-1 (default 20)"
+    )
+
     args = parser.parse_args(argv)
     if args.command == "eval":
         return _eval(args)
+    if args.command == "train":
+        return _train(args)
     try:
         if args.command == "replay" and args.bag is not None:
             from venus_ros.nodes.bag_replay import main as bag_replay_main
@@ -238,6 +258,27 @@ def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
     compare = sub.add_parser("compare", help="print the differences between two metrics JSONs")
     compare.add_argument("a", type=Path, help="metrics JSON (eval run --json)")
     compare.add_argument("b", type=Path, help="metrics JSON to compare with")
+
+
+def _train(args: argparse.Namespace) -> int:
+    """``venus-ros train floor|router``: the cascade's models, from our own data and seeds."""
+    if args.model == "router":
+        from venus_ros.training.router import main as train_router_main
+
+        argv = ["--seed", str(args.seed), "--cross-seeds", str(args.cross_seeds)]
+        return train_router_main(argv + (["--out", str(args.out)] if args.out else []))
+    from venus_ros.frontends.cascade.floor import MODEL_PATH
+    from venus_ros.training.floor import DEFAULT_N_PER_CATEGORY, train_floor
+
+    out = args.out or MODEL_PATH.parent
+    summary = train_floor(
+        args.seed,
+        out,
+        n_per_category=args.n or DEFAULT_N_PER_CATEGORY,
+        progress=not args.no_progress,
+    )
+    print(f"floor policy written to {out} ({summary.get('total_s', 0):.0f} s); see floor_report.md")
+    return 0
 
 
 #: Baseline frontends run by ``venus-ros eval run --baselines``.

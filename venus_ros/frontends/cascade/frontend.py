@@ -326,7 +326,7 @@ def load_parts(policy: str = "trained", router: str = "trained") -> CascadeParts
 
             floor = load_floor_policy()
             policy_name = "trained"
-        except (ImportError, OSError, ValueError) as exc:
+        except (ImportError, OSError, ValueError, RuntimeError) as exc:
             fallbacks.append(f"trained floor policy unavailable ({exc}); using vad-bargein")
             floor, policy_name = VadBargeIn(), "vad-bargein"
     elif policy == "vad-bargein":
@@ -351,7 +351,7 @@ def load_parts(policy: str = "trained", router: str = "trained") -> CascadeParts
             from venus_ros.frontends.cascade.router import DelegationRouter
 
             delegator, router_name = DelegationRouter().needs_delegation, router
-        except (ImportError, OSError, ValueError) as exc:
+        except (ImportError, OSError, ValueError, RuntimeError) as exc:
             fallbacks.append(f"delegation router unavailable ({exc}); delegating every request")
     elif router != "all":
         raise FrontendError(f"cascade: unknown router {router!r}; choose trained or all")
