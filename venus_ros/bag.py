@@ -47,6 +47,7 @@ RECORDED_TOPICS: Mapping[str, str] = {
     "timeline": "venus_interfaces/msg/TimelineEvent",
     "backend_reply": "venus_interfaces/msg/BackendReply",
     "task_status": "venus_interfaces/msg/TaskStatus",
+    "delivery": "venus_interfaces/msg/TaskStatus",
     "harness/heartbeat": "std_msgs/msg/Header",
     "markers": "visualization_msgs/msg/MarkerArray",
     "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",
