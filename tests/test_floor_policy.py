@@ -168,6 +168,22 @@ def test_history_utterance_and_after_yield_state() -> None:
     assert features.state.utterance_s == 0.0 and not features.state.prev[0].any()
 
 
+def test_unanswered_overlap_share_restarts_when_the_assistant_takes_the_floor() -> None:
+    features = FloorFeatures(None)
+    talk_over = overlapping(user_speech_s=0.5, overlap_s=0.5, user_turn_speech_s=0.5)
+    assert feature(features.vector(talk_over), "unanswered_overlap") == pytest.approx(1.0)
+    features.advance(talk_over, FloorAction.KEEP_SPEAKING)
+    # after the turn: 0.5 s more, not overlapped: half of the unanswered speech overlapped
+    alone = make_obs(
+        unit_index=4, t=5.0, user_speech_s=0.5, user_turn_speech_s=1.0, trailing_silence_s=0.0
+    )
+    assert feature(features.vector(alone), "unanswered_overlap") == pytest.approx(0.5)
+    features.advance(alone, FloorAction.START_SPEAKING)
+    # the assistant answered (the count started over): new speech alone is not overlapped
+    fresh = replace(alone, unit_index=6, t=7.0, user_turn_speech_s=0.5)
+    assert feature(features.vector(fresh), "unanswered_overlap") == pytest.approx(0.0)
+
+
 def test_finished_turn_is_not_after_yield() -> None:
     features = FloorFeatures(None)
     features.advance(overlapping(), FloorAction.KEEP_SPEAKING)  # the turn ends by itself
@@ -253,11 +269,24 @@ def test_policy_decisions_and_rules(tmp_path: Path) -> None:
     assert policy.decide(quiet) is FloorAction.START_SPEAKING
     assert policy.decide(replace(quiet, user_turn_speech_s=0.0)) is FloorAction.KEEP_LISTENING
     assert policy.decide(replace(quiet, trailing_silence_s=0.1)) is FloorAction.KEEP_LISTENING
+    # never over the user's words: a model that would start needs some silence first
+    eager = TrainedFloorPolicy(hand_model(tmp_path, start_threshold=0.0), text=False)
+    speaking_user = replace(quiet, trailing_silence_s=0.0, user_speaking=True)
+    assert eager.decide(speaking_user) is FloorAction.KEEP_LISTENING
+    assert eager.decide(replace(quiet, trailing_silence_s=0.25)) is FloorAction.START_SPEAKING
     # a waiting backend reply is spoken after the rule's silence, whatever the model says
     backend = make_obs(trailing_silence_s=0.7, backend_pending=1)
     strict = TrainedFloorPolicy(hand_model(tmp_path, start_threshold=1.0), text=False)
     assert strict.decide(backend) is FloorAction.START_SPEAKING
     assert strict.decide(replace(backend, trailing_silence_s=0.3)) is FloorAction.KEEP_LISTENING
+    # speech it yielded to is answered after a second of silence, even where the model won't
+    yielding = TrainedFloorPolicy(hand_model(tmp_path, start_threshold=1.0), text=False)
+    assert yielding.decide(overlapping()) is FloorAction.YIELD
+    after = make_obs(unit_index=4, t=5.0, trailing_silence_s=0.5, user_turn_speech_s=1.5)
+    assert yielding.decide(after) is FloorAction.KEEP_LISTENING
+    later = replace(after, unit_index=5, t=6.0, trailing_silence_s=1.5)
+    assert yielding.decide(later) is FloorAction.START_SPEAKING
+    assert strict.decide(replace(later, backend_pending=0)) is FloorAction.KEEP_LISTENING
 
 
 def test_policy_rejects_a_model_for_other_features(tmp_path: Path) -> None:
@@ -351,8 +380,9 @@ def test_training_is_deterministic_for_a_seed(tmp_path: Path) -> None:
     assert runs[0]["thresholds"] == runs[1]["thresholds"]
     sizes = runs[0]["sizes"]
     assert sizes["suite_seed"] == train_seed(7) == 1_000_007
-    assert sizes["samples"] == 6 and sizes["validation_samples"] == 3
-    assert sizes["yield_positives_train"] > 0 and sizes["start_positives_train"] > 0
+    assert sizes["samples"] == 6
+    assert sizes["yield_positives"] > 0 and sizes["start_positives"] > 0
+    assert len(runs[0]["fit"]["folds"]) == 2  # two samples per category: two non-empty folds
     assert runs[0]["onnx"]["max_abs_diff_vs_numpy"] < 1e-5
     report = (tmp_path / "a" / "floor_report.md").read_text()
     assert "## Validation" in report and "interruption" in report

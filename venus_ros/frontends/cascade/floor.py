@@ -16,8 +16,9 @@ Features (:func:`acoustic_features`, :data:`ACOUSTIC_FEATURES` names them): the 
 VAD statistics of the user channel (echo-cancelled when AEC is on), frame energies (dBFS),
 pitch (:func:`venus_ros.frontends.policy.frame_pitch_hz`), silence and utterance durations, the
 same unit statistics of the two previous boundaries, whether the last turn ended with our own
-yield, and the text the user said since the assistant last took the floor (final transcripts
-plus the partial one when partials are on), embedded with all-MiniLM-L6-v2
+yield, how much of the unanswered user speech overlapped the assistant's audio, and the text
+the user said since the assistant last took the floor (final transcripts plus the partial one
+when partials are on), embedded with all-MiniLM-L6-v2
 (:class:`~venus_ros.frontends.cascade.embed.Embedder`; zeros when there is no text or no
 embedder).
 
@@ -28,7 +29,8 @@ training summary). Trained by :func:`venus_ros.training.floor.train_floor`; the 
 ``models/floor_report.md``.
 
 Backend replies are not the model's business: while listening with a reply waiting, the policy
-starts speaking after :data:`BACKEND_SILENCE_S` of user silence, like the baselines.
+starts speaking after :data:`BACKEND_SILENCE_S` of user silence, like the baselines. After a
+yield, the policy answers at the latest after :data:`AFTER_YIELD_SILENCE_S` of user silence.
 
 ``onnx``/``onnxruntime`` and the embedder are imported lazily.
 """
@@ -61,8 +63,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACOUSTIC_FEATURES",
+    "AFTER_YIELD_SILENCE_S",
     "BACKEND_SILENCE_S",
     "FEATURE_VERSION",
+    "MIN_START_SILENCE_S",
     "MODEL_PATH",
     "TEXT_DIM",
     "FloorFeatures",
@@ -80,12 +84,16 @@ __all__ = [
 _HERE = Path(__file__).resolve().parent
 MODEL_PATH = _HERE / "models" / "floor.onnx"
 """The committed model."""
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 """Bumped whenever the features change; the model records the version it was trained on."""
 TEXT_DIM = 384
 """Width of the text embedding (all-MiniLM-L6-v2)."""
 BACKEND_SILENCE_S = 0.6
 """User silence after which a waiting backend reply is spoken."""
+AFTER_YIELD_SILENCE_S = 1.0
+"""User silence after which the policy answers speech it yielded to, whatever the model says."""
+MIN_START_SILENCE_S = 0.2
+"""User silence the model needs before it may take the turn (never over the user's words)."""
 
 _UNIT_FEATURES = (
     "speech_frac",
@@ -115,6 +123,7 @@ ACOUSTIC_FEATURES: tuple[str, ...] = (
     "pitch_voiced_frac",
     "backend_pending",
     "after_yield",
+    "unanswered_overlap",
     "has_text",
     "text_words",
     *(f"prev1_{name}" for name in _UNIT_FEATURES),
@@ -165,6 +174,10 @@ class FloorState:
             since.
         was_speaking: The assistant held the floor at the last boundary.
         yielded: The policy answered YIELD at the last boundary.
+        unanswered_overlap_s: User speech since the assistant last took the floor that
+            overlapped the assistant's audio (talk over a turn is rarely a request).
+        last_user_turn_speech_s: ``user_turn_speech_s`` at the last boundary (a drop means
+            the assistant took the floor and the count started over).
     """
 
     prev: list[np.ndarray] = field(
@@ -175,6 +188,14 @@ class FloorState:
     after_yield: bool = False
     was_speaking: bool = False
     yielded: bool = False
+    unanswered_overlap_s: float = 0.0
+    last_user_turn_speech_s: float = 0.0
+
+
+def _unanswered_overlap(obs: FloorObservation, state: FloorState) -> float:
+    """Overlapped share of the user's speech since the assistant last took the floor."""
+    restarted = obs.user_turn_speech_s < state.last_user_turn_speech_s - 1e-9
+    return (0.0 if restarted else state.unanswered_overlap_s) + obs.overlap_s
 
 
 def observation_text(obs: FloorObservation, partials: bool = True) -> str:
@@ -224,6 +245,7 @@ def acoustic_features(obs: FloorObservation, state: FloorState, text: str) -> np
             pitch_frac,
             float(obs.backend_pending > 0),
             float(_after_yield(obs, state)),
+            min(_unanswered_overlap(obs, state) / max(obs.user_turn_speech_s, FRAME_S), 1.0),
             float(words > 0),
             min(words, 20) / 20.0,
         ]
@@ -296,6 +318,8 @@ class FloorFeatures:
         else:
             state.utterance_s = state.utterance_overlap_s = 0.0
         state.after_yield = _after_yield(obs, state)
+        state.unanswered_overlap_s = _unanswered_overlap(obs, state)
+        state.last_user_turn_speech_s = obs.user_turn_speech_s
         state.was_speaking = obs.assistant_speaking
         state.yielded = obs.assistant_speaking and action is FloorAction.YIELD
         state.prev = [_unit_stats(obs), state.prev[0]]
@@ -401,7 +425,10 @@ class TrainedFloorPolicy(FloorPolicy):
     Decides at boundaries only (sub-step observations are answered with the current state's
     keep action and do not change the state). Rules around the model: with nothing to answer
     (no user speech since the assistant last spoke and no backend reply) it never starts; a
-    waiting backend reply is spoken after :data:`BACKEND_SILENCE_S` of silence.
+    waiting backend reply is spoken after :data:`BACKEND_SILENCE_S` of silence; the model takes
+    the turn only after :data:`MIN_START_SILENCE_S` of silence (never over the user); speech the
+    policy yielded to is answered after :data:`AFTER_YIELD_SILENCE_S` of silence at the latest
+    (the floor was given to the user, so it is taken back when they stop).
 
     Args:
         path: The ONNX model (default :data:`MODEL_PATH`).
@@ -420,6 +447,9 @@ class TrainedFloorPolicy(FloorPolicy):
     """
 
     name = "floor"
+    #: The frontend should run partial transcripts (``asr_partials``): the model was chosen
+    #: with them (without, remarks to other people are told from interruptions less well).
+    wants_partials: bool = True
 
     def __init__(
         self,
@@ -499,7 +529,13 @@ class TrainedFloorPolicy(FloorPolicy):
             action = FloorAction.KEEP_LISTENING
             if obs.backend_pending > 0 and obs.trailing_silence_s >= BACKEND_SILENCE_S:
                 action = FloorAction.START_SPEAKING
-            elif obs.user_turn_speech_s > 0 and p_start >= self.start_threshold:
+            elif obs.user_turn_speech_s > 0 and (
+                (p_start >= self.start_threshold and obs.trailing_silence_s >= MIN_START_SILENCE_S)
+                or (
+                    _after_yield(obs, self.features.state)
+                    and obs.trailing_silence_s >= AFTER_YIELD_SILENCE_S
+                )
+            ):
                 action = FloorAction.START_SPEAKING
         self.features.advance(obs, action)
         if action is FloorAction.YIELD:
