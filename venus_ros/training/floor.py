@@ -823,6 +823,7 @@ def train_floor(
             "max_abs_diff_vs_numpy": agreement,
         },
         "timings_s": {k: round(v, 1) for k, v in timings.items()},
+        "total_s": round(timings["total_s"], 1),
         "platform": {"python": platform.python_version(), "numpy": np.__version__},
     }
     (out / "floor.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -939,6 +940,12 @@ def _report(summary: Mapping[str, Any]) -> str:
         "## Time",
         "",
         *(f"- {k}: {v}" for k, v in summary["timings_s"].items()),
+        "",
+        "## Evaluation",
+        "",
+        "Evaluation-suite results are measured separately (`venus-ros eval run --frontend "
+        "floor`) and kept in `floor_eval.md` next to the model, with the sha256 of the model "
+        f"they were measured on (this one: `{summary['onnx']['sha256'][:16]}...`).",
         "",
     ]
     return "\n".join(lines)
