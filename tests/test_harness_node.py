@@ -137,19 +137,22 @@ def test_arithmetic_goal_completes_with_feedback_status_and_timeline(harness: Cl
     assert run.result.final_state == "COMPLETED" and run.status == GoalStatus.STATUS_SUCCEEDED
     assert "84" in run.result.reply_text
     assert run.payload["tool"] == "calculator" and run.payload["result"]["value"] == 84
-    harness.wait_until(lambda: any(f.state == "COMPLETED" for f in run.feedback), "feedback")
-    assert [f.state for f in run.feedback] == ["QUEUED", "RUNNING", "COMPLETED"]
-    assert run.feedback[-1].progress == pytest.approx(1.0)
+    # Feedback and result travel on different channels: the client forgets a goal's feedback
+    # callback once its result is in, so the last feedback may lose the race.
+    harness.wait_until(lambda: len(run.feedback) >= 2, "feedback")
+    lived = ["QUEUED", "RUNNING", "COMPLETED"]
+    assert [f.state for f in run.feedback] == lived[: len(run.feedback)]
+    # The reply went out in the result: DELIVERING until the frontend reports its playback.
+    lifecycle = [*lived, "DELIVERING"]
     harness.wait_until(
-        lambda: harness.task_states(run.task_id) == ["QUEUED", "RUNNING", "COMPLETED"],
-        "task_state timeline events",
+        lambda: harness.task_states(run.task_id) == lifecycle, "task_state timeline events"
     )
     harness.wait_until(
-        lambda: any(s.task_id == run.task_id and s.state == "COMPLETED" for s in harness.statuses),
-        "a COMPLETED TaskStatus",
+        lambda: any(s.task_id == run.task_id and s.state == "DELIVERING" for s in harness.statuses),
+        "a DELIVERING TaskStatus",
     )
     mine = [s for s in harness.statuses if s.task_id == run.task_id]
-    assert [s.state for s in mine] == ["QUEUED", "RUNNING", "COMPLETED"]
+    assert [s.state for s in mine] == lifecycle
     assert {s.tool for s in mine} == {"calculator"}
     events = [e for e in harness.events if e.kind == "task_state"]
     assert [e.seq for e in events] == sorted(e.seq for e in events)

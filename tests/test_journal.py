@@ -696,7 +696,8 @@ def test_kill_9_mid_task_then_restart_loses_nothing(probe: Any, tmp_path: Path) 
     timer = on_disk[timer_id]
     assert (timer.state, timer.error, timer.tool) == (S.FAILED, INTERRUPTED_REASON, "timer")
     assert states(timer) == [S.QUEUED, S.RUNNING, S.FAILED]
-    assert on_disk[calc_id].state is S.COMPLETED and not on_disk[calc_id].undelivered
+    # Its reply went out in the Delegate result: DELIVERING (no frontend reported playback).
+    assert on_disk[calc_id].state is S.DELIVERING and not on_disk[calc_id].undelivered
     listing = format_journal(db)
     assert f"{timer_id[:8]}  FAILED" in listing and "error: interrupted by a harness" in listing
     code = second.stop(NODE_WAIT_S)

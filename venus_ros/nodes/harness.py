@@ -508,10 +508,9 @@ class HarnessNode(Node):
         if task.state is TaskState.COMPLETED:
             # The client has the reply: a restart must not repeat it; the frontend reports how
             # its delivery ends.
+            self._runner.hand_off(task_id)
             if text.strip():
                 self._runner.advance(task_id, TaskState.DELIVERING, "sent in the Delegate result")
-            else:
-                self._runner.hand_off(task_id, "nothing to say")
             goal_handle.succeed()
         elif task.state is TaskState.CANCELLED and goal_handle.is_cancel_requested:
             goal_handle.canceled()
