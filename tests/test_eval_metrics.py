@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from venus_ros.core.clock import FakeClock
-from venus_ros.core.timeline import Kind, Timeline
+from venus_ros.core.timeline import Kind, Record, Timeline
 from venus_ros.eval.metrics import (
     MetricsConfig,
     SampleRun,
@@ -166,6 +166,22 @@ def test_stop_exactly_at_the_window_end_counts_as_stopped() -> None:
     assert score_overlap(segments([(1.0, 5.51)]), (3.0, 3.5)).outcome == "resume"
 
 
+def test_a_turn_that_finishes_by_itself_in_the_window_continued_unless_it_was_flushed() -> None:
+    # The turn's audio ends 1 s after the overlap, inside the stop window, and nothing follows.
+    spans, overlap = segments([(1.0, 4.5)]), (3.0, 3.5)
+    finished = score_overlap(spans, overlap, flushes=[])
+    assert finished.outcome == "resume" and not finished.stopped
+    assert finished.stop_latency_s is None
+    # A yield (a flush at the next unit boundary) is what makes it a stop ...
+    yielded = score_overlap(spans, overlap, flushes=[5.0])
+    assert yielded.outcome == "stop" and yielded.stop_latency_s == pytest.approx(1.5)
+    # ... not one from before the overlap, or long after the audio ended.
+    assert score_overlap(spans, overlap, flushes=[2.0, 5.6]).outcome == "resume"
+    # A new response after it is a response either way (the timeline is not needed).
+    answered = segments([(1.0, 4.5), (5.5, 6.0)])
+    assert score_overlap(answered, overlap, flushes=[]).outcome == "respond"
+
+
 def test_response_exactly_at_the_window_end_counts() -> None:
     inside = score_overlap(segments([(1.0, 4.0), (8.5, 9.0)]), (3.0, 3.5))
     assert inside.outcome == "respond"
@@ -312,7 +328,11 @@ def overlap_runs() -> list[SampleRun]:
         run(sample("int_resume", "interruption", overlap=ov, expected="respond"), [(1.0, 9.0)]),
         run(sample("int_silent", "interruption", overlap=ov, expected="respond"), [(5.0, 6.0)]),
         run(sample("int_failed", "interruption", overlap=ov, expected="respond"), error="boom"),
-        run(sample("int_stop", "interruption", overlap=ov, expected="respond"), [(1.0, 4.5)]),
+        run(
+            sample("int_stop", "interruption", overlap=ov, expected="respond"),
+            [(1.0, 4.5)],
+            records=(Record(1, 5.0, Kind.FLUSH, '{"unit": 4, "turn": 1}'),),  # it yielded
+        ),
         run(sample("bc_resume", "backchannel", overlap=ov, expected="resume"), [(1.0, 9.0)]),
         run(
             sample("bc_respond", "backchannel", overlap=ov, expected="resume"),

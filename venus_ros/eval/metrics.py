@@ -238,10 +238,16 @@ class OverlapResult:
     segment: tuple[float, float] | None
 
 
+#: A flush this long after a voice segment's end still counts as the yield that ended it (the
+#: flush comes at the next unit boundary; the chunk's audio may have ended before it).
+FLUSH_SLACK_S = 1.0
+
+
 def score_overlap(
     segments: Sequence[tuple[float, float]],
     overlap: tuple[float, float],
     config: MetricsConfig | None = None,
+    flushes: Sequence[float] | None = None,
 ) -> OverlapResult:
     """Classify the assistant's behaviour around one overlap from its voice segments.
 
@@ -249,6 +255,10 @@ def score_overlap(
         segments: sorted voice segments (from :func:`voice_segments`).
         overlap: ``(start, end)`` of the user's overlapping speech, seconds.
         config: windows; the defaults when None.
+        flushes: times of the loop's flushes (yields), when the timeline is known. A running
+            segment that ends inside the stop window without a flush in
+            ``[overlap start, its end + FLUSH_SLACK_S]`` and with no new response after it
+            finished its turn by itself: that is a continuation, not a stop.
     """
     config = config or MetricsConfig()
     start, end = overlap
@@ -271,6 +281,10 @@ def score_overlap(
     if following is not None and following[0] <= end + config.response_window_s + _EPS:
         latency = following[0] - end
         return OverlapResult("respond", True, True, True, stop_latency, latency, running)
+    if flushes is not None and not any(
+        start - _EPS <= t <= running[1] + FLUSH_SLACK_S for t in flushes
+    ):
+        return OverlapResult("resume", True, False, False, None, None, running)
     return OverlapResult("stop", True, True, False, stop_latency, None, running)
 
 
@@ -658,7 +672,8 @@ def compute_metrics(
             if run.error:
                 row["correct"] = False
             else:
-                result = score_overlap(segments, sample.overlap, config)
+                flushes = [r.t for r in run.records if r.kind is Kind.FLUSH]
+                result = score_overlap(segments, sample.overlap, config, flushes)
                 row.update(
                     outcome=result.outcome,
                     speaking_at_overlap=result.speaking_at_overlap,
