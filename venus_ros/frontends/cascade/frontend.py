@@ -366,6 +366,7 @@ _FLAGS = {
     "aec": ("aec", True),
     "noaec": ("aec", False),
     "partials": ("asr_partials", True),
+    "nopartials": ("asr_partials", False),
 }
 
 
@@ -474,6 +475,9 @@ def make_cascade_frontend(options: str = "") -> CascadeFrontend:
     policy_substeps = getattr(parts.policy, "substeps", None)
     if "substeps" not in kwargs and isinstance(policy_substeps, int) and policy_substeps >= 1:
         kwargs["substeps"] = policy_substeps
+    # The trained policy reads the overlapping speech's words as they come (partials).
+    if "asr_partials" not in kwargs and getattr(parts.policy, "wants_partials", False):
+        kwargs["asr_partials"] = kwargs.get("asr", True) is not False
     try:
         return CascadeFrontend(parts, **kwargs)
     except ValueError as exc:
