@@ -174,3 +174,18 @@ def test_the_planner_tool_fails_honestly_when_nothing_fits() -> None:
     tool = make_planner_tool(ToolRegistry(TOOLS), LocalPlanner(TOOLS))
     with pytest.raises(ToolError, match="no tool can answer this yet"):
         asyncio.run(tool.run({"request": "sing me a song"}, EMPTY))
+
+
+@pytest.mark.parametrize(
+    ("request_text", "expression"),
+    [
+        ("what's 47-7", "47 - 7"),
+        ("calculate 50 minus, so, 12 for me", "50 - 12"),
+        ("compute (3+4)*2", "(3 + 4) * 2"),
+        ("what is minus three times two", "-3 * 2"),
+    ],
+)
+def test_expressions_come_out_in_one_spelling(
+    planner: LocalPlanner, request_text: str, expression: str
+) -> None:
+    assert planner.plan(request_text) == [PlannedCall("calculator", {"expression": expression})]

@@ -441,7 +441,8 @@ def _value_for(name: str, spec: Mapping[str, Any], segs: Sequence[str], required
         return int(value) if kind == "integer" or float(value).is_integer() else value
     if kind == "string":
         if name == "expression" or "arithmetic" in words:
-            return _last(_arithmetic(_spoken_ops(seg)) for seg in segs)
+            found = _last(_arithmetic(_spoken_ops(seg)) for seg in segs)
+            return _spaced(found) if found is not None else None
         if "zone" in words:
             return _zone(segs)
         if not required:  # an optional label only when it is named: "called pasta"
@@ -450,8 +451,28 @@ def _value_for(name: str, spec: Mapping[str, Any], segs: Sequence[str], required
     return None
 
 
+_EXPRESSION_TOKEN = re.compile(r"\d+(?:\.\d+)?|\*\*|//|[-+*/%()]")
+_SPOKEN_NOISE = re.compile(r"\b(?:so|well|like|um+|uh+|er|hmm+|okay)\b|[,;]", re.IGNORECASE)
+
+
+def _spaced(expression: str) -> str:
+    """One space between the tokens of an expression ("47-7" -> "47 - 7"), a sign kept on its
+    number ("-3 * 2")."""
+    tokens = _EXPRESSION_TOKEN.findall(expression)
+    out: list[str] = []
+    for token in tokens:
+        sign = out and out[-1] in "+-" and (len(out) == 1 or out[-2] in "+-*/%(**//")
+        if sign and token[0].isdigit():
+            out[-1] += token
+        else:
+            out.append(token)
+    return " ".join(out).replace("( ", "(").replace(" )", ")")
+
+
 def _spoken_ops(text: str) -> str:
-    """Number words as digits, so "twelve times seven" reads as arithmetic."""
+    """Number words as digits, so "twelve times seven" reads as arithmetic (fillers and
+    commas inside it dropped: "50 minus, so, 12")."""
+    text = _SPOKEN_NOISE.sub(" ", text)
     words = re.sub(r"(?<=[a-z])-(?=[a-z])", " ", text.lower()).split()
     out: list[str] = []
     i = 0
