@@ -37,6 +37,7 @@ from venus_ros.frontends.policy import (
     VadBargeIn,
     _split_turn,
     _trim_silence,
+    parse_options,
 )
 
 RATE = 16000
@@ -393,6 +394,18 @@ def test_make_frontend_builds_the_baselines() -> None:
         make_frontend("vad-bargein:loud")
     with pytest.raises(FrontendError, match="'partials' needs ASR"):
         make_frontend("never-yield:noasr,partials")
+
+
+def test_frontend_options_are_read_by_one_parser() -> None:
+    kwargs, own = parse_options(
+        "f", "noasr, aec,tts=piper,substeps=4,level=3,quiet", values={"level": int}, flags=["quiet"]
+    )
+    assert kwargs == {"asr": False, "aec": True, "tts": "piper", "substeps": 4}
+    assert own == {"level": 3, "quiet": True}
+    with pytest.raises(FrontendError, match=r"unknown option 'level=high'.*level=\.\.\."):
+        parse_options("f", "level=high", values={"level": int})
+    with pytest.raises(FrontendError, match="unknown option 'substeps=two'"):
+        parse_options("f", "substeps=two")
 
 
 # -- policies, responder and text split on hand-built inputs --------------------------------------

@@ -1187,13 +1187,68 @@ _POLICIES: dict[str, Callable[[], FloorPolicy]] = {
     "vad-bargein": VadBargeIn,
     "never-yield": NeverYield,
 }
-_FLAGS = {
+#: Options every policy frontend takes: option -> (PolicyFrontend keyword, value).
+FRONTEND_FLAGS: dict[str, tuple[str, bool]] = {
     "asr": ("asr", True),
     "noasr": ("asr", False),
     "aec": ("aec", True),
     "noaec": ("aec", False),
     "partials": ("asr_partials", True),
+    "nopartials": ("asr_partials", False),
 }
+
+
+def parse_options(
+    frontend: str,
+    options: str,
+    *,
+    values: dict[str, Callable[[str], Any]] | None = None,
+    flags: Sequence[str] = (),
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Read a policy frontend's ``OPTION[,OPTION...]``.
+
+    Args:
+        frontend: its name, for errors.
+        options: the text after ``NAME:``.
+        values: the frontend's own ``KEY=VALUE`` options, each with a converter that raises
+            ValueError for a bad value.
+        flags: the frontend's own bare options (set to True).
+
+    Returns:
+        The :class:`PolicyFrontend` keywords (:data:`FRONTEND_FLAGS`, ``tts=ENGINE``,
+        ``substeps=N``) and the frontend's own options.
+
+    Raises:
+        FrontendError: an unknown option or a bad value, naming the options there are.
+    """
+    values = values or {}
+    kwargs: dict[str, Any] = {}
+    own: dict[str, Any] = {}
+    for raw in filter(None, (o.strip() for o in options.split(","))):
+        key, sep, value = raw.partition("=")
+        try:
+            if not sep and key in FRONTEND_FLAGS:
+                keyword, flag = FRONTEND_FLAGS[key]
+                kwargs[keyword] = flag
+            elif not sep and key in flags:
+                own[key] = True
+            elif sep and key == "tts" and value:
+                kwargs["tts"] = value
+            elif sep and key == "substeps" and value.isdigit():
+                kwargs["substeps"] = int(value)
+            elif sep and key in values and value:
+                own[key] = values[key](value)
+            else:
+                raise ValueError(raw)
+        except ValueError:
+            known = [*FRONTEND_FLAGS, *flags, "tts=ENGINE", "substeps=N"]
+            known += [f"{k}=..." for k in values]
+            raise FrontendError(
+                f"frontend {frontend!r}: unknown option {raw!r}; options: {', '.join(known)}"
+            ) from None
+    if kwargs.get("asr_partials") and kwargs.get("asr") is False:
+        raise FrontendError(f"frontend {frontend!r}: 'partials' needs ASR (drop 'noasr')")
+    return kwargs, own
 
 
 def make_policy_frontend(name: str, options: str = "") -> PolicyFrontend:
@@ -1210,23 +1265,7 @@ def make_policy_frontend(name: str, options: str = "") -> PolicyFrontend:
     """
     if name not in _POLICIES:
         raise FrontendError(f"unknown policy frontend {name!r}; choose one of {sorted(_POLICIES)}")
-    kwargs: dict[str, Any] = {}
-    for raw in filter(None, (o.strip() for o in options.split(","))):
-        key, sep, value = raw.partition("=")
-        if not sep and key in _FLAGS:
-            field_name, flag = _FLAGS[key]
-            kwargs[field_name] = flag
-        elif sep and key == "tts" and value:
-            kwargs["tts"] = value
-        elif sep and key == "substeps" and value.isdigit():
-            kwargs["substeps"] = int(value)
-        else:
-            raise FrontendError(
-                f"frontend {name!r}: unknown option {raw!r}; options: "
-                f"{', '.join(_FLAGS)}, tts=ENGINE, substeps=N"
-            )
-    if kwargs.get("asr_partials") and kwargs.get("asr") is False:
-        raise FrontendError(f"frontend {name!r}: 'partials' needs ASR (drop 'noasr')")
+    kwargs, _ = parse_options(name, options)
     try:
         return PolicyFrontend(_POLICIES[name](), **kwargs)
     except ValueError as exc:

@@ -566,16 +566,6 @@ def read_sidecar(path: str | Path | None = None) -> dict[str, Any]:
     return json.loads(onnx_path.with_suffix(".json").read_text(encoding="utf-8"))
 
 
-_FLAGS = {
-    "asr": ("asr", True),
-    "noasr": ("asr", False),
-    "aec": ("aec", True),
-    "noaec": ("aec", False),
-    "partials": ("asr_partials", True),
-    "nopartials": ("asr_partials", False),
-}
-
-
 def make_floor_frontend(options: str = "", **kwargs: Any) -> PolicyFrontend:
     """The ``floor`` frontend: :class:`~venus_ros.frontends.policy.PolicyFrontend` around the
     trained policy.
@@ -590,31 +580,23 @@ def make_floor_frontend(options: str = "", **kwargs: Any) -> PolicyFrontend:
         venus_ros.core.frontend.FrontendError: an unknown option.
     """
     from venus_ros.core.frontend import FrontendError
-    from venus_ros.frontends.policy import PolicyFrontend
+    from venus_ros.frontends.policy import PolicyFrontend, parse_options
 
-    frontend_kwargs: dict[str, Any] = {"asr_partials": True}
-    policy_kwargs: dict[str, Any] = {}
-    for raw in filter(None, (o.strip() for o in options.split(","))):
-        key, sep, value = raw.partition("=")
-        if not sep and key in _FLAGS:
-            name, flag = _FLAGS[key]
-            frontend_kwargs[name] = flag
-        elif not sep and key == "notext":
-            policy_kwargs["text"] = False
-        elif sep and key == "tts" and value:
-            frontend_kwargs["tts"] = value
-        elif sep and key == "model" and value:
-            policy_kwargs["path"] = value
-        elif sep and key in ("yield", "start") and _is_probability(value):
-            policy_kwargs[f"{key}_threshold"] = float(value)
-        else:
-            raise FrontendError(
-                f"frontend 'floor': unknown option {raw!r}; options: {', '.join(_FLAGS)}, "
-                "notext, tts=ENGINE, model=PATH, yield=P, start=P"
-            )
-    if frontend_kwargs.get("asr") is False:
-        frontend_kwargs["asr_partials"] = False
-    policy_kwargs["partials"] = bool(frontend_kwargs["asr_partials"])
+    frontend_kwargs, own = parse_options(
+        "floor",
+        options,
+        values={"model": str, "yield": _probability, "start": _probability},
+        flags=("notext",),
+    )
+    frontend_kwargs.setdefault("asr_partials", frontend_kwargs.get("asr", True) is not False)
+    policy_kwargs: dict[str, Any] = {"partials": bool(frontend_kwargs["asr_partials"])}
+    if own.get("notext"):
+        policy_kwargs["text"] = False
+    if "model" in own:
+        policy_kwargs["path"] = own["model"]
+    for key in ("yield", "start"):
+        if key in own:
+            policy_kwargs[f"{key}_threshold"] = own[key]
     try:
         policy = load_floor_policy(**policy_kwargs)
         return PolicyFrontend(policy, **frontend_kwargs, **kwargs)
@@ -622,9 +604,8 @@ def make_floor_frontend(options: str = "", **kwargs: Any) -> PolicyFrontend:
         raise FrontendError(f"frontend 'floor': {exc}") from exc
 
 
-def _is_probability(value: str) -> bool:
-    try:
-        p = float(value)
-    except ValueError:
-        return False
-    return 0.0 <= p <= 1.0
+def _probability(value: str) -> float:
+    p = float(value)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{value} is not a probability")
+    return p

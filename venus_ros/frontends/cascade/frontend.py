@@ -49,6 +49,7 @@ from venus_ros.frontends.policy import (
     UserRequest,
     VadBargeIn,
     delegate_all,
+    parse_options,
 )
 
 __all__ = [
@@ -360,16 +361,6 @@ def load_parts(policy: str = "trained", router: str = "trained") -> CascadeParts
     return CascadeParts(floor, delegator, query_of, policy_name, router_name, tuple(fallbacks))
 
 
-_FLAGS = {
-    "asr": ("asr", True),
-    "noasr": ("asr", False),
-    "aec": ("aec", True),
-    "noaec": ("aec", False),
-    "partials": ("asr_partials", True),
-    "nopartials": ("asr_partials", False),
-}
-
-
 class CascadeFrontend(PolicyFrontend):
     """A :class:`~venus_ros.frontends.policy.PolicyFrontend` built from :class:`CascadeParts`.
 
@@ -450,28 +441,8 @@ def make_cascade_frontend(options: str = "") -> CascadeFrontend:
     Raises:
         FrontendError: an unknown option or value.
     """
-    kwargs: dict[str, Any] = {}
-    choice = {"policy": "trained", "router": "trained"}
-    for raw in filter(None, (o.strip() for o in options.split(","))):
-        key, sep, value = raw.partition("=")
-        if not sep and key in _FLAGS:
-            field_name, flag = _FLAGS[key]
-            kwargs[field_name] = flag
-        elif sep and key == "tts" and value:
-            kwargs["tts"] = value
-        elif sep and key == "substeps" and value.isdigit():
-            kwargs["substeps"] = int(value)
-        elif sep and key in choice and value:
-            choice[key] = value
-        else:
-            raise FrontendError(
-                f"frontend 'cascade': unknown option {raw!r}; options: {', '.join(_FLAGS)}, "
-                "tts=ENGINE, substeps=N, policy=trained|vad-bargein|never-yield, "
-                "router=trained|all"
-            )
-    if kwargs.get("asr_partials") and kwargs.get("asr") is False:
-        raise FrontendError("frontend 'cascade': 'partials' needs ASR (drop 'noasr')")
-    parts = load_parts(choice["policy"], choice["router"])
+    kwargs, choice = parse_options("cascade", options, values={"policy": str, "router": str})
+    parts = load_parts(choice.get("policy", "trained"), choice.get("router", "trained"))
     policy_substeps = getattr(parts.policy, "substeps", None)
     if "substeps" not in kwargs and isinstance(policy_substeps, int) and policy_substeps >= 1:
         kwargs["substeps"] = policy_substeps
