@@ -372,7 +372,7 @@ class WhisperAsr:
 
 def max_tokens(audio_s: float) -> int:
     """The decoder's token budget for ``audio_s`` seconds of speech (generous for fast talk)."""
-    return int(math.ceil(10.0 * max(audio_s, 1.0))) + 8
+    return math.ceil(10.0 * max(audio_s, 1.0)) + 8
 
 
 def _degenerate(text: str, audio_s: float) -> bool:
