@@ -48,7 +48,10 @@ def test_the_demo_runs_the_system_and_writes_its_outputs(tmp_path: Path) -> None
 
     summary = (out / "summary.txt").read_text(encoding="utf-8")
     assert summary.strip() in run.out()
-    assert "'Hi! What can I do for you?'" in summary
+    # What the greeting gets depends on what Whisper made of it in real time on this machine
+    # (on a loaded CI box once "Sorry, I didn't catch that"): it must be answered, locally.
+    (greeting,) = [line for line in summary.splitlines() if " greeting " in line]
+    assert "answered after" in greeting and "(local)" in greeting, summary
     kitchen = [line for line in summary.splitlines() if "kitchen" in line and "tool go_to" in line]
     assert kitchen and "DELIVERED" in kitchen[0], summary
     assert "reply: 'I have arrived at the kitchen.'" in summary
