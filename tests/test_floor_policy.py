@@ -287,6 +287,10 @@ def test_policy_decisions_and_rules(tmp_path: Path) -> None:
     later = replace(after, unit_index=5, t=6.0, trailing_silence_s=1.5)
     assert yielding.decide(later) is FloorAction.START_SPEAKING
     assert strict.decide(replace(later, backend_pending=0)) is FloorAction.KEEP_LISTENING
+    # speech the model never answers is answered after 2.5 s of silence: nobody is left waiting
+    waiting = make_obs(trailing_silence_s=2.4, user_turn_speech_s=1.0)
+    assert strict.decide(waiting) is FloorAction.KEEP_LISTENING
+    assert strict.decide(replace(waiting, trailing_silence_s=2.5)) is FloorAction.START_SPEAKING
 
 
 def test_policy_rejects_a_model_for_other_features(tmp_path: Path) -> None:

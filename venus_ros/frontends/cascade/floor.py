@@ -30,7 +30,8 @@ training summary). Trained by :func:`venus_ros.training.floor.train_floor`; the 
 
 Backend replies are not the model's business: while listening with a reply waiting, the policy
 starts speaking after :data:`BACKEND_SILENCE_S` of user silence, like the baselines. After a
-yield, the policy answers at the latest after :data:`AFTER_YIELD_SILENCE_S` of user silence.
+yield, the policy answers at the latest after :data:`AFTER_YIELD_SILENCE_S` of user silence,
+and any speech it has not answered after :data:`UNANSWERED_SILENCE_S`.
 
 ``onnx``/``onnxruntime`` and the embedder are imported lazily.
 """
@@ -69,6 +70,7 @@ __all__ = [
     "MIN_START_SILENCE_S",
     "MODEL_PATH",
     "TEXT_DIM",
+    "UNANSWERED_SILENCE_S",
     "FloorFeatures",
     "FloorModel",
     "FloorState",
@@ -94,6 +96,9 @@ AFTER_YIELD_SILENCE_S = 1.0
 """User silence after which the policy answers speech it yielded to, whatever the model says."""
 MIN_START_SILENCE_S = 0.2
 """User silence the model needs before it may take the turn (never over the user's words)."""
+UNANSWERED_SILENCE_S = 2.5
+"""User silence after which speech the model did not answer is answered anyway: a user who
+stopped and waits is never left hanging (longer than the mid-sentence pauses it must wait out)."""
 
 _UNIT_FEATURES = (
     "speech_frac",
@@ -535,6 +540,7 @@ class TrainedFloorPolicy(FloorPolicy):
                     _after_yield(obs, self.features.state)
                     and obs.trailing_silence_s >= AFTER_YIELD_SILENCE_S
                 )
+                or obs.trailing_silence_s >= UNANSWERED_SILENCE_S
             ):
                 action = FloorAction.START_SPEAKING
         self.features.advance(obs, action)
