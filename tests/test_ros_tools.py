@@ -658,3 +658,25 @@ def test_report_progress_is_a_no_op_without_a_listener() -> None:
         report_progress(1.7, "clamped")
     report_progress(0.1, "after")
     assert seen == [(1.0, "clamped")]
+
+
+def test_a_newly_seen_server_is_given_time_to_settle_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from venus_ros.harness import ros_tools
+
+    slept: list[float] = []
+
+    async def no_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr(ros_tools.asyncio, "sleep", no_sleep)
+    seen = iter([False, True, True, True])
+    readiness = ros_tools._Readiness(lambda: next(seen))
+    asyncio.run(readiness.wait(5.0, "gone"))
+    assert slept[0] == ros_tools._POLL_S  # polled while the server was not there
+    assert slept[1] == pytest.approx(ros_tools.SETTLE_S, abs=0.05)  # then let the match settle
+    slept.clear()
+    readiness._since -= ros_tools.SETTLE_S  # the settle time has passed (sleep is a no-op here)
+    asyncio.run(readiness.wait(5.0, "gone"))
+    assert slept == []  # settled: later calls go straight out
+    with pytest.raises(ToolError, match="gone"):
+        asyncio.run(ros_tools._Readiness(lambda: False).wait(0.0, "gone"))

@@ -81,6 +81,8 @@ DONE_TEXT = "Done."
 #: Feedback rendered without a ``feedback_text`` format is cut to this many characters.
 MAX_FEEDBACK_TEXT = 200
 _POLL_S = 0.02
+#: How long a newly discovered server is left to match the client's response reader.
+SETTLE_S = 0.3
 
 T = TypeVar("T")
 
@@ -461,13 +463,32 @@ async def _within(future: Future[T], deadline: float) -> T | None:
         bridged.cancel()
 
 
-async def _wait_ready(ready: Callable[[], bool], wait_s: float, reason: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
-    while not ready():
-        if loop.time() >= deadline:
-            raise ToolError(reason)
-        await asyncio.sleep(_POLL_S)
+class _Readiness:
+    """When a client first saw its server ready, so a fresh match can settle before a call.
+
+    Fast DDS matches each direction of a client/server pair on its own: a client may see its
+    server ready before the server has matched the client's response reader, and the server
+    then drops the first response ("client will not receive response"). The first call after
+    discovery therefore waits until the server has been visible for :data:`SETTLE_S`.
+    """
+
+    def __init__(self, ready: Callable[[], bool]) -> None:
+        self._ready = ready
+        self._since: float | None = None
+
+    async def wait(self, wait_s: float, reason: str) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while not self._ready():
+            self._since = None
+            if loop.time() >= deadline:
+                raise ToolError(reason)
+            await asyncio.sleep(_POLL_S)
+        if self._since is None:
+            self._since = loop.time()
+        settle = self._since + SETTLE_S - loop.time()
+        if settle > 0:
+            await asyncio.sleep(settle)
 
 
 class _FeedbackRelay:
@@ -590,9 +611,7 @@ def make_ros_action_tool(
 
     async def run(args: Mapping[str, Any], evidence: TimelineView) -> ToolResult:
         goal = goals.build(args, "goal")
-        await _wait_ready(
-            client.server_is_ready, server_wait_s, f"action server {label} not available"
-        )
+        await readiness.wait(server_wait_s, f"action server {label} not available")
         loop = asyncio.get_running_loop()
         progress = current_progress()
         relay = None
@@ -667,6 +686,7 @@ def make_ros_action_tool(
         idempotent=idempotent,
     )
     client = ActionClient(node, action, action_name, callback_group=callback_group)
+    readiness = _Readiness(client.server_is_ready)
     return tool
 
 
@@ -726,7 +746,7 @@ def make_ros_service_tool(
 
     async def run(args: Mapping[str, Any], evidence: TimelineView) -> ToolResult:
         request = requests.build(args, "request")
-        await _wait_ready(client.service_is_ready, server_wait_s, f"service {label} not available")
+        await readiness.wait(server_wait_s, f"service {label} not available")
         future = client.call_async(request)
         try:
             response = await _bridge(future, asyncio.get_running_loop())
@@ -753,6 +773,7 @@ def make_ros_service_tool(
         idempotent=idempotent,
     )
     client = node.create_client(service, service_name, callback_group=callback_group)
+    readiness = _Readiness(client.service_is_ready)
     return tool
 
 
