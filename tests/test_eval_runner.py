@@ -16,10 +16,11 @@ from speech import espeak_16k
 
 import venus_ros.frontends
 from venus_ros.core.frontend import Decision, Frontend, UnitOutput
+from venus_ros.core.playback import render_played
 from venus_ros.core.timeline import Kind, Record
 from venus_ros.core.units import InputUnit, resample
 from venus_ros.eval.metrics import SampleRun, compute_metrics
-from venus_ros.eval.runner import render_played, run_sample, run_suite
+from venus_ros.eval.runner import run_sample, run_suite
 from venus_ros.eval.scenario import Suite, ToolCall, ToolSpec, load_suite, write_sample, write_tools
 from venus_ros.frontends.scripted import Script, ScriptedFrontend
 

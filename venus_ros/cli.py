@@ -8,10 +8,9 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from venus_ros.core.clock import FakeClock
 from venus_ros.core.frontend import FrontendError
+from venus_ros.core.playback import render_played
 from venus_ros.core.session import SessionConfig, run_offline, summarize
 from venus_ros.core.units import InputError, VideoFrame
 from venus_ros.paths import sample_path
@@ -491,7 +490,7 @@ def _replay(audio_path: Path, video: Path | None, spec: str, out: Path) -> int:
 
     out.mkdir(parents=True, exist_ok=True)
     session.timeline.export_jsonl(out / "timeline.jsonl")
-    played = _render(session.playback.played_audio, session.playback.sample_rate)
+    played = render_played(session.playback.played_audio, session.playback.sample_rate)
     soundfile.write(str(out / "assistant.wav"), played, session.playback.sample_rate)
     lines = [f"input: {audio_path} ({duration:.2f} s at {rate} Hz), frontend: {spec}"]
     lines += summarize(session)
@@ -499,16 +498,6 @@ def _replay(audio_path: Path, video: Path | None, spec: str, out: Path) -> int:
     (out / "summary.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return 0
-
-
-def _render(pieces: list[tuple[float, np.ndarray]], rate: int) -> np.ndarray:
-    """Place played audio at its session time: what a listener in the room heard."""
-    end = max((round(t * rate) + len(a) for t, a in pieces), default=0)
-    track = np.zeros(end, dtype=np.float32)
-    for t, samples in pieces:
-        start = round(t * rate)
-        track[start : start + len(samples)] += samples
-    return track
 
 
 def _read_video(path: Path, duration: float) -> Iterator[VideoFrame]:

@@ -8,6 +8,7 @@ the evaluation runner and the speaker node share one definition of "played".
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,3 +149,14 @@ class PlaybackQueue:
             start = item.start_t + item.played / self.sample_rate
             self.played_audio.append((start, item.chunk.audio[item.played : due]))
         item.played = due
+
+
+def render_played(pieces: Sequence[tuple[float, np.ndarray]], rate: int) -> np.ndarray:
+    """Place played pieces ``(start_time, samples)`` (:attr:`PlaybackQueue.played_audio`) at
+    their session time: what a listener in the room heard; index 0 is t = 0."""
+    end = max((round(t * rate) + len(a) for t, a in pieces), default=0)
+    track = np.zeros(end, dtype=np.float32)
+    for t, samples in pieces:
+        start = round(t * rate)
+        track[start : start + len(samples)] += samples
+    return track

@@ -36,7 +36,7 @@ import numpy as np
 from venus_ros.core.clock import FakeClock
 from venus_ros.core.duplex import DelegateRequest
 from venus_ros.core.frontend import DEFAULT_OUTPUT_RATE
-from venus_ros.core.playback import PlaybackQueue
+from venus_ros.core.playback import PlaybackQueue, render_played
 from venus_ros.core.session import SessionConfig, SessionResult, run_offline
 from venus_ros.core.timeline import TimelineView
 from venus_ros.core.units import resample
@@ -164,16 +164,6 @@ def check_frontend(spec: str) -> None:
     from venus_ros.frontends import make_frontend
 
     make_frontend(spec, clock=FakeClock()).close()
-
-
-def render_played(pieces: Sequence[tuple[float, np.ndarray]], rate: int) -> np.ndarray:
-    """Place played pieces ``(start_time, samples)`` at their session time; index 0 is t = 0."""
-    end = max((round(t * rate) + len(a) for t, a in pieces), default=0)
-    track = np.zeros(end, dtype=np.float32)
-    for t, samples in pieces:
-        start = round(t * rate)
-        track[start : start + len(samples)] += samples
-    return track
 
 
 #: Silence fed after a sample's recording: the metrics' response window (5 s) fits after it.
