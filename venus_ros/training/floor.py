@@ -66,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from venus_ros.eval.scenario import CATEGORIES as SCENARIO_CATEGORIES, OVERLAP_CATEGORIES
 from venus_ros.frontends.cascade.floor import (
     ACOUSTIC_FEATURES,
     FEATURE_VERSION,
@@ -90,17 +91,10 @@ __all__ = [
     "train_seed",
 ]
 
-#: Categories the training suite holds.
-CATEGORIES: tuple[str, ...] = (
-    "backchannel",
-    "interruption",
-    "other_directed",
-    "background",
-    "pause",
-    "turn_taking",
-    "delegation",
-)
-RESUME = ("backchannel", "other_directed", "background")
+#: Categories the training suite holds: every scenario category but tool use.
+CATEGORIES: tuple[str, ...] = tuple(c for c in SCENARIO_CATEGORIES if c != "tool_use")
+#: Overlaps the assistant should talk through.
+RESUME: tuple[str, ...] = tuple(c for c in OVERLAP_CATEGORIES if c != "interruption")
 #: Samples per category by default (the committed model; 6-9 minutes in all on two cores).
 DEFAULT_N_PER_CATEGORY = 70
 #: The goals the thresholds are chosen for (share of samples).
