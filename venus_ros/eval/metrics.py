@@ -46,6 +46,7 @@ import numpy as np
 
 from venus_ros.core.timeline import Kind, Record
 from venus_ros.eval.scenario import OVERLAP_CATEGORIES, Sample, ToolCall
+from venus_ros.harness.planner import SMALL_NUMBERS, TENS
 
 __all__ = [
     "METRICS_VERSION",
@@ -290,17 +291,6 @@ def score_overlap(
 
 # --- argument normalisation -------------------------------------------------------------------
 
-_SMALL_NUMBERS = {
-    word: value
-    for value, word in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-        "fifteen sixteen seventeen eighteen nineteen".split()
-    )
-}
-_TENS = {
-    word: 10 * (i + 2)
-    for i, word in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
-}
 _NUMBER_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _QUANTITY_RE = re.compile(r"^(?P<number>.+?)\s*(?P<unit>[a-z%°]+)$")
 #: Units folded to one canonical unit and factor (durations to seconds, lengths to metres).
@@ -328,10 +318,10 @@ def _parse_number(text: str) -> float | None:
     for word in words:
         if word == "and" and seen:
             continue
-        if word in _SMALL_NUMBERS:
-            current += _SMALL_NUMBERS[word]
-        elif word in _TENS:
-            current += _TENS[word]
+        if word in SMALL_NUMBERS:
+            current += SMALL_NUMBERS[word]
+        elif word in TENS:
+            current += TENS[word]
         elif word == "hundred" and seen and 0 < current < 10:
             total, current = total + current * 100, 0
         else:

@@ -72,14 +72,15 @@ _UNITS = {
     "minute": 60, "minutes": 60, "min": 60, "mins": 60,
     "hour": 3600, "hours": 3600, "hr": 3600, "hrs": 3600,
 }  # fmt: skip
-_SMALL = {
+#: Number words below twenty, and the tens (shared with the evaluation metrics).
+SMALL_NUMBERS = {
     w: i
     for i, w in enumerate(
         "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
         "fifteen sixteen seventeen eighteen nineteen".split()
     )
 }
-_TENS = {
+TENS = {
     w: 10 * (i + 2)
     for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
 }
@@ -184,10 +185,11 @@ def parse_number(words: Sequence[str]) -> tuple[float, int] | None:
         return 0.5, 2
     elif first == "half":
         value, used = 0.5, 1
-    elif first in _SMALL or first in _TENS or first in ("a", "an"):
-        value, used = float(_SMALL.get(first, _TENS.get(first, 1))), 1
-        if first in _TENS and len(words) > 1 and words[1] in _SMALL and _SMALL[words[1]] < 10:
-            value, used = value + _SMALL[words[1]], 2
+    elif first in SMALL_NUMBERS or first in TENS or first in ("a", "an"):
+        value, used = float(SMALL_NUMBERS.get(first, TENS.get(first, 1))), 1
+        unit = SMALL_NUMBERS.get(words[1], 10) if len(words) > 1 else 10
+        if first in TENS and unit < 10:
+            value, used = value + unit, 2
         if len(words) > used and words[used] == "hundred":
             value, used = value * 100, used + 1
             rest = parse_number(words[used + 1 :]) if words[used : used + 1] == ["and"] else None
