@@ -147,14 +147,16 @@ def _legend_below(ax: Any) -> None:
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, frameon=False)
 
 
-def _plot_rates(plt: Any, runs: Sequence[Mapping[str, Any]], path: Path) -> None:
-    keys = [k for k, _ in RATE_METRICS]
+def _grouped_bars(
+    ax: Any, runs: Sequence[Mapping[str, Any]], section: str, keys: Sequence[str]
+) -> None:
+    """One group of bars per key (``metrics[section][key]``), one bar per run; "n/a" where a
+    run has no value."""
     width = 0.8 / len(runs)
-    fig, ax = plt.subplots(figsize=(13, 5.5))
     for i, metrics in enumerate(runs):
         xs, ys = [], []
         for j, key in enumerate(keys):
-            value = _get(metrics, "headline", key)
+            value = _get(metrics, section, key)
             x = j - 0.4 + width * (i + 0.5)
             if value is None:
                 ax.text(x, 0.02, "n/a", ha="center", va="bottom", fontsize=7, rotation=90)
@@ -162,6 +164,12 @@ def _plot_rates(plt: Any, runs: Sequence[Mapping[str, Any]], path: Path) -> None
                 xs.append(x)
                 ys.append(value)
         ax.bar(xs, ys, width=width * 0.95, label=_label(metrics))
+
+
+def _plot_rates(plt: Any, runs: Sequence[Mapping[str, Any]], path: Path) -> None:
+    keys = [k for k, _ in RATE_METRICS]
+    fig, ax = plt.subplots(figsize=(13, 5.5))
+    _grouped_bars(ax, runs, "headline", keys)
     anchors = [(j, PUBLISHED[k]) for j, k in enumerate(keys) if k in PUBLISHED]
     if anchors:
         ax.scatter(
@@ -269,19 +277,8 @@ def _plot_tools(plt: Any, runs: Sequence[Mapping[str, Any]], path: Path) -> None
         ("pass_at_1", "Pass@1"),
         ("argument_accuracy", "argument\naccuracy"),
     )
-    width = 0.8 / len(runs)
     fig, ax = plt.subplots(figsize=(9, 5))
-    for i, metrics in enumerate(runs):
-        xs, ys = [], []
-        for j, (key, _) in enumerate(keys):
-            value = _get(metrics, "tool_use", key)
-            x = j - 0.4 + width * (i + 0.5)
-            if value is None:
-                ax.text(x, 0.02, "n/a", ha="center", va="bottom", fontsize=7, rotation=90)
-            else:
-                xs.append(x)
-                ys.append(value)
-        ax.bar(xs, ys, width=width * 0.95, label=_label(metrics))
+    _grouped_bars(ax, runs, "tool_use", [key for key, _ in keys])
     ax.scatter(
         [2, 3], [PUBLISHED["tool_use.selection_f1"], PUBLISHED["tool_use.pass_at_1"]],
         marker="_", s=900, linewidths=3, color="black", zorder=5,
