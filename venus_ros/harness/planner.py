@@ -289,7 +289,7 @@ def _enum(segs: Sequence[str], values: Sequence[Any]) -> Any:
     return found
 
 
-def _phrase(segs: Sequence[str], name: str, description: str) -> str | None:
+def _phrase(segs: Sequence[str]) -> str | None:
     """A noun phrase for a free-text property: after its introducing word, or a bare repair."""
     found = None
     for index, seg in enumerate(segs):
@@ -449,7 +449,7 @@ def _value_for(name: str, spec: Mapping[str, Any], segs: Sequence[str], required
             return _zone(segs)
         if not required:  # an optional label only when it is named: "called pasta"
             return _last(_named(seg) for seg in segs)
-        return _phrase(segs, name, description)
+        return _phrase(segs)
     return None
 
 
