@@ -48,6 +48,9 @@ After a restart, :meth:`HarnessRunner.recover` applies these rules to what the j
 - COMPLETED whose reply never left the harness (:meth:`HarnessRunner.hand_off` was not called
   and it never entered DELIVERING): kept for delivery (:meth:`HarnessRunner.undelivered`), or,
   older than ``stale_after_s``, FAILED as stale rather than spoken as if fresh.
+- DELIVERING: re-adopted (the frontend holds the reply; its delivery report, or a cancel
+  request withdrawing it, moves the task on), or, unconfirmed for longer than
+  ``stale_after_s``, FAILED as stale.
 """
 
 from __future__ import annotations
@@ -153,12 +156,15 @@ class Recovery:
         failed: unsettled tasks now FAILED (interrupted), and undelivered ones too stale.
         cancelled: tasks that were CANCELLING, now CANCELLED.
         undelivered: COMPLETED tasks whose reply never left the harness, oldest first.
+        delivering: DELIVERING tasks re-adopted: their reply is with the frontend, whose
+            delivery report (or a cancel request's withdrawal) moves them on as before.
     """
 
     rerun: tuple[Task, ...] = ()
     failed: tuple[Task, ...] = ()
     cancelled: tuple[Task, ...] = ()
     undelivered: tuple[Task, ...] = ()
+    delivering: tuple[Task, ...] = ()
 
 
 class HarnessRunner:
@@ -732,6 +738,20 @@ class HarnessRunner:
                 failed.append(control.task)
             else:
                 offered.append(control.task)
+        delivering: list[Task] = []
+        for row in journal.rows():
+            if row.state is not TaskState.DELIVERING:
+                continue
+            control = self._adopt(row)
+            if control is None:
+                continue
+            age = now - row.updated_t
+            if stale_after_s is not None and age > stale_after_s:
+                reason = f"stale: its delivery was not confirmed within {age:.0f} s"
+                self._fail(control, f"{reason} before the harness restarted")
+                failed.append(control.task)
+            else:
+                delivering.append(control.task)
         log.info(
             "harness: recovered from %s: %d re-run, %d failed, %d cancelled, %d undelivered",
             journal.path,
@@ -740,7 +760,9 @@ class HarnessRunner:
             len(cancelled),
             len(offered),
         )
-        return Recovery(tuple(rerun), tuple(failed), tuple(cancelled), tuple(offered))
+        return Recovery(
+            tuple(rerun), tuple(failed), tuple(cancelled), tuple(offered), tuple(delivering)
+        )
 
     def _adopt(self, row: JournalRow) -> _Control | None:
         """A journaled task back under the runner's control (None if its id is taken)."""

@@ -7,7 +7,10 @@ replies that the loop inserts at an eligible boundary. How each reply's delivery
 dropped, withdrawn) goes back to the harness on ``delivery``; a task that ends CANCELLED on
 ``task_status`` (the user cancelled, or a newer request superseded it) has its reply withdrawn.
 A dead harness costs nothing but the delegation: pending goals are reported failed on the
-timeline and the loop keeps deciding.
+timeline and the loop keeps deciding. Which delegations are still awaited, given up or late is
+decided by :class:`~venus_ros.core.delegation.DelegationTracker` (rules there): long work stays
+awaited while the harness keeps reporting it, a result that comes after the frontend gave up is
+still offered while fresh, and a stale one is reported dropped so the harness journals it.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from venus_interfaces.msg import (
     UnitDecision,
 )
 from venus_ros.core.clock import MonotonicClock
+from venus_ros.core.delegation import DelegationTracker, GiveUp, Verdict
 from venus_ros.core.delivery import DeliveryOutcome, Outcome
 from venus_ros.core.duplex import BackendReply, DelegateRequest, DuplexConfig, DuplexLoop
 from venus_ros.core.timeline import Kind, Timeline
@@ -61,7 +65,18 @@ class FrontendNodeConfig:
     session_id: str = field(default="default", metadata={"help": "sent with every delegation"})
     timeline_window_s: float = field(default=600.0, metadata={"help": "timeline retention, s"})
     delegate_timeout_s: float = field(
-        default=60.0, metadata={"help": "a delegation with no result after this fails, s"}
+        default=10.0,
+        metadata={
+            "help": "a delegation the harness says nothing about (no accept, feedback or "
+            "per-task heartbeat) for this long is given up and its goal cancelled, s"
+        },
+    )
+    late_result_max_s: float = field(
+        default=120.0,
+        metadata={
+            "help": "a result arriving this long at most after its delegation was given up is "
+            "still offered; later ones are dropped as stale (and reported so), s"
+        },
     )
     harness_timeout_s: float = field(
         default=2.0, metadata={"help": "no harness heartbeat for this long: harness is down, s"}
@@ -74,13 +89,8 @@ class FrontendNodeConfig:
             raise ValueError("delegate_timeout_s must be > 0")
         if self.harness_timeout_s <= 0:
             raise ValueError("harness_timeout_s must be > 0")
-
-
-@dataclass
-class _Pending:
-    request: DelegateRequest
-    sent_at: float
-    goal_handle: object | None = None
+        if self.late_result_max_s < 0:
+            raise ValueError("late_result_max_s must be >= 0")
 
 
 class FrontendNode(Node):
@@ -105,8 +115,11 @@ class FrontendNode(Node):
         self._frame_seq = 0
         self._published_seq = 0
         self._publish_lock = threading.Lock()
-        self._pending: dict[str, _Pending] = {}
-        self._pending_lock = threading.Lock()
+        self.delegations = DelegationTracker(
+            self.clock,
+            liveness_s=cfg.delegate_timeout_s,
+            late_result_max_s=cfg.late_result_max_s,
+        )
         self._wake = threading.Condition()
         self._stop = False
 
@@ -219,13 +232,17 @@ class FrontendNode(Node):
         state = _DELIVERY_STATES.get(outcome.outcome)
         if state is None:
             return
+        self._report(outcome.task_id, state, f"{outcome.outcome.value}: {outcome.reason}")
+
+    def _report(self, task_id: str, state: str, message: str) -> None:
+        """Tell the harness how a task's reply ended (it journals it)."""
         self.pub_delivery.publish(
             TaskStatus(
                 header=Header(stamp=self.get_clock().now().to_msg()),
-                task_id=outcome.task_id,
+                task_id=task_id,
                 state=state,
                 progress=1.0,
-                message=f"{outcome.outcome.value}: {outcome.reason}",
+                message=message,
             )
         )
 
@@ -289,48 +306,64 @@ class FrontendNode(Node):
             turn_id=request.turn_id,
             evidence_cutoff_seq=request.cutoff_seq,
         )
-        with self._pending_lock:
-            self._pending[task_id] = _Pending(request, self.clock.now())
+        self.delegations.send(task_id, request.query, request.turn_id, request.cutoff_seq)
         self._task_state(task_id, "QUEUED", "sent", request.query)
-        future = self.delegate.send_goal_async(goal, goal_uuid=UUID(uuid=list(goal_id.bytes)))
+        future = self.delegate.send_goal_async(
+            goal,
+            feedback_callback=lambda _: self.delegations.heard(task_id),
+            goal_uuid=UUID(uuid=list(goal_id.bytes)),
+        )
         future.add_done_callback(lambda f: self._on_goal_response(task_id, f))
 
     def _on_goal_response(self, task_id: str, future: Future) -> None:
         if future.exception() is not None:
-            self._finish(task_id, "FAILED", f"sending the goal failed: {future.exception()}")
+            self._end(task_id, f"sending the goal failed: {future.exception()}")
             return
         handle = future.result()
         if handle is None or not handle.accepted:
-            self._finish(task_id, "FAILED", "rejected by the harness")
+            self._end(task_id, "rejected by the harness")
             return
-        with self._pending_lock:
-            pending = self._pending.get(task_id)
-            if pending is None:
-                return
-            pending.goal_handle = handle
+        if not self.delegations.accepted(task_id, handle):
+            handle.cancel_goal_async()  # given up before the accept came: stop it there too
         handle.get_result_async().add_done_callback(lambda f: self._on_result(task_id, f))
 
     def _on_result(self, task_id: str, future: Future) -> None:
         if future.exception() is not None or future.result() is None:
-            self._finish(task_id, "FAILED", f"no result from the harness: {future.exception()}")
+            if self.delegations.end(task_id) is not None:
+                reason = f"no result from the harness: {future.exception()}"
+                self._task_state(task_id, "FAILED", reason, "")
             return
         result = future.result().result
         state = result.final_state or "FAILED"
-        if not self._finish(task_id, state, "harness result"):
+        text = result.reply_text
+        decision = self.delegations.result(task_id, state, bool(text.strip()))
+        verdict = decision.verdict
+        if verdict is Verdict.DUPLICATE:
             return
-        if state == "COMPLETED" and result.reply_text.strip():
+        if verdict in (Verdict.OFFER, Verdict.END):
+            self._task_state(task_id, state, "harness result", decision.query)
+        elif verdict is Verdict.LATE_OFFER:
+            reason = f"late result ({decision.late_s:.1f} s after giving up): offered"
+            self._task_state(task_id, state, reason, decision.query)
+        elif verdict is Verdict.LATE_DROP:
+            reason = (
+                f"stale: late result {decision.late_s:.0f} s after giving up "
+                f"(limit {self.config.late_result_max_s:g} s), dropped"
+            )
+            self._task_state(task_id, "FAILED", reason, decision.query)
+            self._report(task_id, TaskStatus.FAILED, f"dropped: {reason}")
+        else:  # LATE_END: nothing to say
+            self._task_state(task_id, state, "late result, nothing to say", decision.query)
+        if decision.offer:
             self.loop.offer_backend(
-                BackendReply(task_id, result.reply_text, topic=_tool_of(result.payload_json))
+                BackendReply(task_id, text, topic=_tool_of(result.payload_json))
             )
 
-    def _finish(self, task_id: str, state: str, reason: str) -> bool:
-        """End a pending delegation; False if it had already ended (e.g. timed out)."""
-        with self._pending_lock:
-            pending = self._pending.pop(task_id, None)
-        if pending is None:
-            return False
-        self._task_state(task_id, state, reason, pending.request.query)
-        return True
+    def _end(self, task_id: str, reason: str) -> None:
+        """A delegation that ends without a result (not sent, rejected)."""
+        delegation = self.delegations.end(task_id)
+        if delegation is not None:
+            self._task_state(task_id, "FAILED", reason, delegation.query)
 
     def _task_state(self, task_id: str, state: str, reason: str, query: str) -> None:
         self.timeline.append(
@@ -344,18 +377,16 @@ class FrontendNode(Node):
             },
         )
 
+    def _give_up(self, give_up: GiveUp) -> None:
+        delegation = give_up.delegation
+        self._task_state(delegation.task_id, "FAILED", give_up.reason, delegation.query)
+        if give_up.cancel and delegation.handle is not None:
+            delegation.handle.cancel_goal_async()
+
     def _housekeeping(self) -> None:
-        """Fail delegations whose harness vanished or timed out; flush timeline records."""
-        now = self.clock.now()
-        server_up = self._harness_up()
-        with self._pending_lock:
-            expired = [
-                task_id
-                for task_id, p in self._pending.items()
-                if not server_up or now - p.sent_at > self.config.delegate_timeout_s
-            ]
-        for task_id in expired:
-            self._finish(task_id, "FAILED", "harness_unavailable" if not server_up else "timeout")
+        """Give up delegations the harness stopped reporting; flush timeline records."""
+        for give_up in self.delegations.expire(self._harness_up()):
+            self._give_up(give_up)
         self._publish_timeline()
 
     def _publish_timeline(self) -> None:
@@ -372,7 +403,7 @@ class FrontendNode(Node):
             "lost_samples": str(self.lost_samples),
             "dropped_units": str(self.assembler.dropped_units),
             "missed_units": str(self.loop.missed_units),
-            "pending_delegations": json.dumps(sorted(self._pending)),
+            "pending_delegations": json.dumps(self.delegations.pending()),
         }
 
     def close(self) -> None:

@@ -75,6 +75,7 @@ from venus_ros.nodes.params import ConfigError, declare_config, reject_unknown_o
 from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
 from venus_ros.paths import share_path
+from venus_ros.ros.goal_book import CancelAnswer, Goal, GoalBook
 
 #: Queries longer than this are rejected at goal time (the span parser's limit too).
 MAX_QUERY_CHARS = 4000
@@ -146,28 +147,6 @@ class HarnessConfig:
             raise ValueError(f"reply_max_age_s must be > 0, got {self.reply_max_age_s}")
 
 
-@dataclass(eq=False)
-class _Goal:
-    """An accepted Delegate goal whose result has not been sent yet (guarded by the node lock).
-
-    Attributes:
-        handle: the goal handle.
-        wait_until: while the goal waits for its evidence cutoff record, when it stops waiting.
-        submitted: its task has been handed to the runner.
-        cancel: the client asked to cancel it (and the request was accepted).
-        task: the settled task, once execution is over.
-        send_by: a CANCELLED task's result waits (at most until then) for the action's own
-            state to become CANCELING, so that the goal can end CANCELED.
-    """
-
-    handle: ServerGoalHandle
-    wait_until: float | None = None
-    submitted: bool = False
-    cancel: bool = False
-    task: Task | None = None
-    send_by: float | None = None
-
-
 class HarnessNode(Node):
     """The Delegate action server; see the module docstring for its topics."""
 
@@ -189,9 +168,12 @@ class HarnessNode(Node):
         self._session_clock = clock or MonotonicClock()
         self._mirror = EvidenceMirror()
         self._events = Timeline(self._session_clock)
-        self._lock = threading.Lock()
-        self._goals: dict[str, _Goal] = {}  # accepted, result not sent yet
-        self._cancel_early: set[str] = set()  # cancel requests that beat their goal's accept
+        self._lock = threading.Lock()  # guards the goal book and the offers
+        self._goals = GoalBook(
+            self._session_clock,
+            evidence_wait_s=self.config.evidence_wait_s,
+            cancel_state_wait_s=CANCEL_STATE_WAIT_S,
+        )
         self._offers: dict[str, Task] = {}  # replies for backend_reply, waiting for a subscriber
         self._timer: Timer | None = None  # exists only while some goal waits
         self._status_pub = self.create_publisher(
@@ -205,11 +187,10 @@ class HarnessNode(Node):
         )
         # Liveness for the frontend: a killed process sends no goodbye, and DDS would only
         # notice after its lease (~20 s); a missing heartbeat is noticed in ~2 s.
-        heartbeat = self.create_publisher(Header, TOPICS["heartbeat"], qos_for("heartbeat"))
-        self.create_timer(
-            HEARTBEAT_PERIOD_S,
-            lambda: heartbeat.publish(Header(stamp=self.get_clock().now().to_msg())),
+        self._heartbeat_pub = self.create_publisher(
+            Header, TOPICS["heartbeat"], qos_for("heartbeat")
         )
+        self.create_timer(HEARTBEAT_PERIOD_S, self._heartbeat, callback_group=self._group)
         # The default (mutually exclusive) group keeps the records in arrival order.
         self.create_subscription(
             TimelineEvent, TOPICS["timeline"], self._on_timeline, qos_for("timeline")
@@ -369,44 +350,38 @@ class HarnessNode(Node):
     def _on_accepted(self, goal_handle: ServerGoalHandle) -> None:
         task_id = _task_id(goal_handle)
         cutoff = int(goal_handle.request.evidence_cutoff_seq)
-        wait_s = self.config.evidence_wait_s
+        started = None
         with self._lock:
-            goal = _Goal(goal_handle, cancel=task_id in self._cancel_early)
-            self._cancel_early.discard(task_id)
-            self._goals[task_id] = goal
-            if not goal.cancel and wait_s > 0 and cutoff > self._mirror.last_seq:
-                goal.wait_until = self._session_clock.now() + wait_s
+            goal = self._goals.accept(task_id, goal_handle, cutoff, self._mirror.last_seq)
+            if goal.waiting:
                 self._ensure_timer()
-                started = None
             else:
-                started = self._submit(task_id, goal)
+                started = self._submit(goal)
         self._watch(task_id, started)
-        if goal.wait_until is not None:
+        if goal.waiting:
             self._poll()  # the record may have arrived meanwhile
 
     def _on_cancel(self, goal_handle: ServerGoalHandle) -> CancelResponse:
         task_id = _task_id(goal_handle)
         started = None
         with self._lock:
-            goal = self._goals.get(task_id)
-            if goal is None:  # the cancel overtook the accept
-                self._cancel_early.add(task_id)
-                return CancelResponse.ACCEPT
-            if goal.task is not None:  # settled: too late
+            answer = self._goals.cancel(task_id)
+            if answer is CancelAnswer.REJECT:  # settled: too late
                 return CancelResponse.REJECT
-            if goal.submitted:
+            if answer is CancelAnswer.CANCEL_TASK:
                 if not self._runner.cancel(task_id, "cancel requested by the client"):
                     return CancelResponse.REJECT
-                goal.cancel = True
-            else:  # still waiting for its evidence: start it cancelled
-                goal.cancel = True
-                goal.wait_until = None
-                started = self._submit(task_id, goal)
+                self._goals.cancelling(task_id)
+            elif answer is CancelAnswer.SUBMIT_CANCELLED:  # waited for evidence: start cancelled
+                goal = self._goals.get(task_id)
+                assert goal is not None
+                started = self._submit(goal)
         self._watch(task_id, started)
         return CancelResponse.ACCEPT
 
-    def _submit(self, task_id: str, goal: _Goal) -> concurrent.futures.Future[Task] | None:
+    def _submit(self, goal: Goal) -> concurrent.futures.Future[Task] | None:
         """Hand the goal's task to the runner (caller holds the lock); its settle future."""
+        task_id = goal.task_id
         request: Delegate.Goal = goal.handle.request
         try:
             self._runner.submit(
@@ -420,7 +395,7 @@ class HarnessNode(Node):
         except RuntimeError as exc:  # the runner closed: shutting down
             self.get_logger().warning(f"task {task_id} not started: {exc}")
             return None
-        goal.submitted = True
+        self._goals.submitted(task_id)
         if goal.cancel:
             self._runner.cancel(task_id, "cancel requested by the client")
         return self._runner.future(task_id)
@@ -433,18 +408,20 @@ class HarnessNode(Node):
     def _on_settled(self, task_id: str, task: Task) -> None:
         """The task's execution is over (runner thread): have its result sent."""
         with self._lock:
-            goal = self._goals.get(task_id)
-            if goal is None:
+            if self._goals.get(task_id) is None:
                 return
-            goal.task = task
-            if task.state is TaskState.CANCELLED and not goal.handle.is_cancel_requested:
-                # the action server records the accepted cancel just after our callback
-                goal.send_by = self._session_clock.now() + CANCEL_STATE_WAIT_S
+            # the action server records an accepted cancel just after our callback
+            goal = self._goals.settled(task_id, task, self._cancel_recorded(task_id))
+            if goal is None:
                 self._ensure_timer()
                 return
         self._send_result(goal)
 
-    def _send_result(self, goal: _Goal) -> None:
+    def _cancel_recorded(self, task_id: str) -> bool:
+        goal = self._goals.get(task_id)
+        return goal is not None and bool(goal.handle.is_cancel_requested)
+
+    def _send_result(self, goal: Goal) -> None:
         try:
             goal.handle.execute()  # schedules self._result on the executor
         except Exception as exc:  # the context is gone: shutting down
@@ -452,45 +429,51 @@ class HarnessNode(Node):
 
     def _poll(self) -> None:
         """Start goals whose evidence arrived or whose wait is over; send held-back results."""
-        last, now = self._mirror.last_seq, self._session_clock.now()
+        last = self._mirror.last_seq
         started: list[tuple[str, concurrent.futures.Future[Task] | None]] = []
-        late: list[tuple[str, int]] = []
-        results: list[_Goal] = []
         offers: list[Task] = []
         listening = self._reply_pub.get_subscription_count() > 0
         with self._lock:
             if listening and self._offers:
                 offers = list(self._offers.values())
                 self._offers.clear()
-            for task_id, goal in self._goals.items():
-                cutoff = int(goal.handle.request.evidence_cutoff_seq)
-                if goal.wait_until is not None and (cutoff <= last or goal.wait_until <= now):
-                    if cutoff > last:
-                        late.append((task_id, cutoff))
-                    goal.wait_until = None
-                    started.append((task_id, self._submit(task_id, goal)))
-                elif goal.send_by is not None and (
-                    goal.handle.is_cancel_requested or goal.send_by <= now
-                ):
-                    goal.send_by = None
-                    results.append(goal)
-            waiting = bool(self._offers) or any(
-                g.wait_until is not None or g.send_by is not None for g in self._goals.values()
-            )
+            due = self._goals.due(last, lambda handle: bool(handle.is_cancel_requested))
+            for goal in due.start:
+                started.append((goal.task_id, self._submit(goal)))
+            waiting = bool(self._offers) or self._goals.waiting
             if not waiting and self._timer is not None:
                 # destroyed, not cancelled: a cancelled rclpy timer makes the executor spin
                 self.destroy_timer(self._timer)
                 self._timer = None
-        for task_id, cutoff in late:
+        for goal in due.incomplete:
             self.get_logger().warning(
-                f"task {task_id}: evidence incomplete, timeline at seq {last} "
-                f"after {self.config.evidence_wait_s:g} s, cutoff {cutoff}"
+                f"task {goal.task_id}: evidence incomplete, timeline at seq {last} "
+                f"after {self.config.evidence_wait_s:g} s, cutoff {goal.cutoff_seq}"
             )
         for task_id, future in started:
             self._watch(task_id, future)
-        for goal in results:
+        for goal in due.results:
             self._send_result(goal)
         self._publish_offers(offers)
+
+    def _heartbeat(self) -> None:
+        """Say the harness is alive, and every goal not settled yet is alive too (so the
+        frontend waits for long work as long as it runs, and gives up when it goes silent)."""
+        if not self.context.ok():
+            return
+        self._heartbeat_pub.publish(Header(stamp=self.get_clock().now().to_msg()))
+        with self._lock:
+            live = self._goals.live()
+        for goal in live:
+            task = self._runner.get(goal.task_id)
+            state = task.state.value if task is not None else TaskState.QUEUED.value
+            progress = float(task.progress) if task is not None else 0.0
+            try:
+                goal.handle.publish_feedback(
+                    Delegate.Feedback(state=state, progress=progress, message="alive")
+                )
+            except Exception as exc:  # the goal just ended, or the context is going away
+                self.get_logger().debug(f"heartbeat for {goal.task_id} not sent ({exc})")
 
     def _ensure_timer(self) -> None:
         """Poll while some goal waits (caller holds the lock)."""
@@ -501,8 +484,8 @@ class HarnessNode(Node):
         task_id = _task_id(goal_handle)
         with self._lock:
             goal = self._goals.pop(task_id)
+        assert goal is not None and goal.task is not None
         task = goal.task
-        assert task is not None
         final_state = task.state
         text = reply_text(task)
         if task.state is TaskState.COMPLETED:
