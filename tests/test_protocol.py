@@ -364,7 +364,32 @@ def test_unclosed_span_at_end_of_turn_is_an_error_and_its_content_is_not_spoken(
     assert [e.channel for e in events if isinstance(e, ProtocolError)] == [D]
     assert visible(events) == ""
     assert parser.in_span is None
-    assert parser.feed("next turn") == [VisibleText("next turn")]
+    # The next turn may continue the cut-off span: it stays private until the span closes...
+    assert parser.quarantined is D
+    assert visible(parser.feed(" the porch, PIN 4711</delegate> next turn")) == " next turn"
+    assert parser.quarantined is None
+    assert parser.feed(" again") == [VisibleText(" again")]
+
+
+def test_a_span_continued_across_a_turn_end_is_never_spoken() -> None:
+    """Regression (#13): after a turn end inside a span, the model's continuation was spoken."""
+    parser = SpanParser()
+    said = visible(parser.feed("Sure. <delegate>unlock the front"))
+    said += visible(parser.end_turn())
+    said += visible(parser.feed(" door, PIN 4711"))
+    said += visible(parser.feed("</delegate> Done."))
+    said += visible(parser.end_turn())
+    assert said == "Sure.  Done."
+    # No closing tag at all in the next turn: the whole turn is withheld, then speech resumes.
+    parser.feed("<delegate>call the bank")
+    parser.end_turn()
+    assert visible(parser.feed("account 1234 5678")) == ""
+    assert errors(parser.end_turn()) == ["unclosed_span"]
+    assert visible(parser.feed("Hello.")) == "Hello."
+    # A reset mid-span (a frontend restarted) quarantines the same way.
+    parser.feed("<delegate>the code is")
+    parser.reset()
+    assert visible(parser.feed(" 9999</delegate>ok")) == "ok"
 
 
 def test_stray_close_is_an_error_and_not_spoken() -> None:

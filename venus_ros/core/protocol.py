@@ -264,6 +264,12 @@ class SpanParser:
           ignored; the span stays open.
         * ``<|turn_eos|>`` in the text is only reported; the caller ends the turn by
           calling :meth:`end_turn`.
+        * A span still open when the turn ends (``unclosed_span``) leaves the parser
+          *quarantined*: the model may go on writing that span's content in the next
+          turn, so text stays private (swallowed) until the span's closing tag, an
+          opening tag, or the end of that next turn, whichever comes first. Text after
+          the closing tag is visible again. A private character is never spoken, at the
+          price of silence when a model forgets to close a span twice in a row.
 
     Feeding costs O(len(delta)) amortised; memory is bounded by ``max_query_chars``
     plus a constant.
@@ -300,8 +306,20 @@ class SpanParser:
         """Channel of the currently open span (valid or not), or ``None``."""
         return self._span
 
+    @property
+    def quarantined(self) -> Channel | None:
+        """Channel of a span cut off by the end of the previous turn, whose continuation is
+        being swallowed (see the class rules), or ``None``."""
+        return self._orphan
+
     def reset(self) -> None:
-        """Forgets all state, including held-back text, without emitting events."""
+        """Forgets all state, including held-back text, without emitting events.
+
+        A span open at the reset is remembered as quarantined (its continuation must stay
+        private), exactly as if the turn had ended.
+        """
+        open_span = getattr(self, "_span", None)
+        self._orphan: Channel | None = open_span or getattr(self, "_orphan", None)
         self._pending = ""
         self._span: Channel | None = None
         self._content: list[str] = []
@@ -356,7 +374,17 @@ class SpanParser:
         """
         out = _Events()
         pending, self._pending = self._pending, ""
-        if self._span is None:
+        if self._span is None and self._orphan is not None:
+            out.emit(
+                ProtocolError(
+                    UNCLOSED_SPAN,
+                    f"the rest of a cut-off <{self._orphan.value}> span was never closed; "
+                    "the turn's text was withheld",
+                    self._orphan,
+                )
+            )
+            self._orphan = None
+        elif self._span is None:
             out.visible(pending)
         else:
             out.emit(
@@ -366,6 +394,7 @@ class SpanParser:
                     self._span,
                 )
             )
+            self._orphan = self._span
             self._close_span()
         self._delegates = 0
         return out.result()
@@ -373,7 +402,8 @@ class SpanParser:
     def _plain(self, text: str, out: _Events) -> None:
         """Routes ordinary text to speech or to the open span's content."""
         if self._span is None:
-            out.visible(text)
+            if self._orphan is None:
+                out.visible(text)
             return
         if self._discarding:
             return
@@ -407,7 +437,16 @@ class SpanParser:
             self._open(opened, lexeme, out)
             return
         closed = _CLOSE_TAGS[lexeme]
-        if self._span is None:
+        if self._span is None and self._orphan is not None:
+            out.emit(
+                ProtocolError(
+                    UNCLOSED_SPAN,
+                    f"{lexeme} closed a span cut off at the previous turn end; its rest dropped",
+                    self._orphan,
+                )
+            )
+            self._orphan = None
+        elif self._span is None:
             out.emit(ProtocolError(STRAY_CLOSE, f"{lexeme} without an open span", closed))
         elif closed is not self._span:
             out.emit(
@@ -430,6 +469,7 @@ class SpanParser:
                 )
             )
             return
+        self._orphan = None  # a new span: the model has moved on from the cut-off one
         self._span = channel
         if channel is Channel.DELEGATE:
             self._delegates += 1
