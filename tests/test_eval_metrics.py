@@ -29,6 +29,13 @@ from venus_ros.eval.metrics import (
 from venus_ros.eval.scenario import Sample, ToolCall, Turn
 
 RATE = 16000
+#: The tone bursts below are not speech: these tests measure with the energy detector.
+ENERGY = MetricsConfig(detector="energy")
+
+
+def energy_metrics(runs: Any, *args: Any, config: MetricsConfig | None = None, **kw: Any) -> dict:
+    """compute_metrics with the energy detector (the tones of these tests are not speech)."""
+    return compute_metrics(runs, *args, config=config or ENERGY, **kw)
 
 
 def played(spans: list[tuple[float, float]], total_s: float = 12.0, rate: int = RATE) -> np.ndarray:
@@ -93,7 +100,8 @@ def run(
 
 def segments(spans: list[tuple[float, float]], rate: int = RATE) -> list[tuple[float, float]]:
     return [
-        tuple(round(v, 9) for v in seg) for seg in voice_segments(played(spans, rate=rate), rate)
+        tuple(round(v, 9) for v in seg)
+        for seg in voice_segments(played(spans, rate=rate), rate, ENERGY)
     ]
 
 
@@ -101,21 +109,22 @@ def segments(spans: list[tuple[float, float]], rate: int = RATE) -> list[tuple[f
 
 
 def test_voice_segments_bridge_short_gaps_and_split_at_the_hangover() -> None:
-    # 0.2 s gap is bridged; 0.5 s gap splits.
-    assert segments([(0.5, 1.5), (1.7, 2.0), (2.5, 3.0)]) == [(0.5, 2.0), (2.5, 3.0)]
-    # A gap of exactly min_gap_s (0.3 s) splits; 0.29 s does not.
-    assert segments([(1.0, 2.0), (2.3, 3.0)]) == [(1.0, 2.0), (2.3, 3.0)]
-    assert segments([(1.0, 2.0), (2.29, 3.0)]) == [(1.0, 3.0)]
+    # As FDB merges the model channel: gaps up to 0.5 s are bridged, longer ones split, so
+    # the 0.3-0.5 s pauses between the sentences of one answer do not end it.
+    assert segments([(0.5, 1.5), (1.7, 2.0), (2.6, 3.0)]) == [(0.5, 2.0), (2.6, 3.0)]
+    assert segments([(1.0, 2.0), (2.5, 3.0)]) == [(1.0, 3.0)]
+    assert segments([(1.0, 2.0), (2.3, 3.0)]) == [(1.0, 3.0)]
+    assert segments([(1.0, 2.0), (2.51, 3.0)]) == [(1.0, 2.0), (2.51, 3.0)]
 
 
 def test_voice_segments_drop_clicks_and_handle_edges() -> None:
     assert segments([(1.0, 1.02)]) == []  # 20 ms < min_segment_s
     assert segments([(1.0, 1.06)]) == [(1.0, 1.06)]
     assert segments([]) == []
-    assert voice_segments(np.zeros(0, np.float32), RATE) == ()
+    assert voice_segments(np.zeros(0, np.float32), RATE, ENERGY) == ()
     # Speech up to the last (partial) frame ends at the last sample.
     audio = played([(0.0, 1.0)], total_s=1.0)[: RATE - 37]
-    assert voice_segments(audio, RATE) == ((0.0, (RATE - 37) / RATE),)
+    assert voice_segments(audio, RATE, ENERGY) == ((0.0, (RATE - 37) / RATE),)
     # Another rate: 24 kHz gives the same times.
     assert segments([(0.5, 1.5)], rate=24000) == [(0.5, 1.5)]
 
@@ -125,9 +134,9 @@ def test_voice_threshold_is_minus_45_dbfs() -> None:
     tone = np.sin(2 * np.pi * 200.0 * t) * math.sqrt(2)  # RMS 1.0
     loud = (tone * 10 ** (-44.0 / 20)).astype(np.float32)
     quiet = (tone * 10 ** (-46.0 / 20)).astype(np.float32)
-    assert voice_segments(loud, RATE) == ((0.0, 1.0),)
-    assert voice_segments(quiet, RATE) == ()
-    louder = MetricsConfig(threshold_dbfs=-50.0)
+    assert voice_segments(loud, RATE, ENERGY) == ((0.0, 1.0),)
+    assert voice_segments(quiet, RATE, ENERGY) == ()
+    louder = MetricsConfig(threshold_dbfs=-50.0, detector="energy")
     assert voice_segments(quiet, RATE, louder) == ((0.0, 1.0),)
 
 
@@ -204,8 +213,14 @@ def test_overlap_at_a_unit_boundary_between_unit_chunks() -> None:
 
 def test_not_speaking_at_overlap_start_and_the_tolerance() -> None:
     assert score_overlap(segments([(1.0, 2.0)]), (3.0, 3.5)).outcome == "not_speaking"
-    # Speech ending exactly at the overlap's start is not running at it.
-    assert score_overlap(segments([(1.0, 3.0)]), (3.0, 3.5)).outcome == "not_speaking"
+    # Speech that ended up to pause_s (0.8 s) before the onset: the onset fell in a pause of
+    # the assistant's turn, so it was speaking; it stopped there (latency 0) ...
+    ended = score_overlap(segments([(1.0, 2.3)]), (3.0, 3.5))
+    assert ended.outcome == "stop" and ended.speaking_at_overlap and ended.stop_latency_s == 0.0
+    assert score_overlap(segments([(1.0, 2.1)]), (3.0, 3.5)).outcome == "not_speaking"
+    # ... or its turn went on after the pause and through the overlap: it continued.
+    went_on = score_overlap(segments([(1.0, 2.6), (3.2, 9.0)]), (3.0, 3.5))
+    assert went_on.outcome == "resume" and went_on.segment == (3.2, 9.0)
     # Speech beginning 50 ms after the onset is within the 0.1 s tolerance; 0.2 s is not.
     assert score_overlap(segments([(3.05, 9.0)]), (3.0, 3.5)).outcome == "resume"
     assert score_overlap(segments([(3.2, 9.0)]), (3.0, 3.5)).outcome == "not_speaking"
@@ -342,7 +357,7 @@ def overlap_runs() -> list[SampleRun]:
 
 
 def test_overlap_rates_latencies_and_counts() -> None:
-    m = compute_metrics(overlap_runs(), "scripted", "hand")
+    m = energy_metrics(overlap_runs(), "scripted", "hand")
     inter = m["overlap"]["interruption"]
     # Scored: respond, resume, failed, stop (not_speaking excluded; the failure counts).
     assert inter["n"] == 5 and inter["scored"] == 4
@@ -396,7 +411,7 @@ def test_pause_takeover_rate() -> None:
         run(sample("p_none", "pause", turns=((0.5, 2.0),)), [(2.5, 3.0)]),
         run(sample("p_failed", "pause", turns=turns), error="crash"),
     ]
-    m = compute_metrics(runs, "x")
+    m = energy_metrics(runs, "x")
     pause = m["pause"]
     assert pause["n"] == 7 and pause["scored"] == 6 and pause["no_pause"] == 1
     assert pause["errors"] == 1
@@ -411,7 +426,7 @@ def test_pause_takeover_rate() -> None:
 def test_malformed_pause_key_names_the_sample() -> None:
     bad = run(sample("p_bad", "pause", extra={"pause": [3.0]}), [])
     with pytest.raises(ValueError, match=r"p_bad.*pause"):
-        compute_metrics([bad], "x")
+        energy_metrics([bad], "x")
 
 
 def test_turn_taking_response_rate_and_latency() -> None:
@@ -424,7 +439,7 @@ def test_turn_taking_response_rate_and_latency() -> None:
         # Talking over the user the whole time is not a reply after the turn.
         run(sample("t_over", "turn_taking", turns=turns), [(1.0, 4.0)]),
     ]
-    m = compute_metrics(runs, "x")
+    m = energy_metrics(runs, "x")
     tt = m["turn_taking"]
     assert tt["scored"] == 5 and tt["responded"] == 2
     assert tt["response_rate"] == pytest.approx(0.4)
@@ -442,7 +457,7 @@ def test_delegation_confusion_matrix() -> None:
         run(sample("d6", "delegation", needs_delegation=False)),
         run(sample("d7", "delegation", needs_delegation=False), error="timeout"),
     ]
-    d = compute_metrics(runs, "x")["delegation"]
+    d = energy_metrics(runs, "x")["delegation"]
     # The failed d7 counts as the wrong answer: a false positive.
     assert d["confusion"] == {"tp": 2, "fn": 1, "fp": 2, "tn": 2}
     assert d["recall"] == pytest.approx(2 / 3)
@@ -453,9 +468,9 @@ def test_delegation_confusion_matrix() -> None:
 
 def test_delegation_rates_undefined_without_positives_or_negatives() -> None:
     only_negative = [run(sample("d", "delegation", needs_delegation=False))]
-    d = compute_metrics(only_negative, "x")["delegation"]
+    d = energy_metrics(only_negative, "x")["delegation"]
     assert d["recall"] is None and d["specificity"] == 1.0
-    empty = compute_metrics([], "x")
+    empty = energy_metrics([], "x")
     assert empty["delegation"]["recall"] is None and empty["delegation"]["specificity"] is None
     assert empty["tool_use"]["selection_f1"] is None and empty["tool_use"]["pass_at_1"] is None
     assert empty["compute"]["p50_ms"] is None
@@ -483,7 +498,7 @@ def test_tool_use_micro_f1_pass_at_1_and_argument_accuracy() -> None:
         # Failed run: its expected call is missed.
         run(sample("u5", "tool_use", calls=(timer,)), error="x"),
     ]
-    m = compute_metrics(runs, "x")
+    m = energy_metrics(runs, "x")
     tu = m["tool_use"]
     assert (tu["tp"], tu["fp"], tu["fn"]) == (3, 1, 2)
     precision, recall = 3 / 4, 3 / 5
@@ -504,7 +519,7 @@ def test_tool_use_f1_is_zero_when_no_name_matches() -> None:
     runs = [
         run(sample("u", "tool_use", calls=(ToolCall("a", {}),)), tool_calls=(ToolCall("b", {}),))
     ]
-    assert compute_metrics(runs, "x")["tool_use"]["selection_f1"] == 0.0
+    assert energy_metrics(runs, "x")["tool_use"]["selection_f1"] == 0.0
 
 
 def test_compute_percentiles_missed_deadlines_and_timeline_counts() -> None:
@@ -519,7 +534,7 @@ def test_compute_percentiles_missed_deadlines_and_timeline_counts() -> None:
         run(sample("c1", "turn_taking"), compute=(0.01, 0.02), missed=1, records=records),
         run(sample("c2", "turn_taking"), compute=(0.03, 0.04), missed=2),
     ]
-    m = compute_metrics(runs, "x")
+    m = energy_metrics(runs, "x")
     assert m["compute"]["units"] == 4
     assert m["compute"]["p50_ms"] == pytest.approx(25.0)
     assert m["compute"]["p99_ms"] == pytest.approx(39.7)
@@ -530,7 +545,12 @@ def test_compute_percentiles_missed_deadlines_and_timeline_counts() -> None:
 
 
 def test_metadata_and_config_are_reported() -> None:
-    m = compute_metrics(overlap_runs(), "venus", "suite-a", config=MetricsConfig(stop_window_s=1.0))
+    m = energy_metrics(
+        overlap_runs(),
+        "venus",
+        "suite-a",
+        config=MetricsConfig(stop_window_s=1.0, detector="energy"),
+    )
     assert m["frontend"] == "venus" and m["suite"] == "suite-a"
     assert m["n_samples"] == 7
     assert m["categories"] == {"backchannel": 2, "interruption": 5}
@@ -542,7 +562,7 @@ def test_metadata_and_config_are_reported() -> None:
 def test_duplicate_ids_and_bad_runs_are_rejected() -> None:
     s = sample("dup", "turn_taking")
     with pytest.raises(ValueError, match="duplicate sample ids"):
-        compute_metrics([run(s), run(s)], "x")
+        energy_metrics([run(s), run(s)], "x")
     with pytest.raises(ValueError, match=r"'bad'.*1-D"):
         SampleRun(sample("bad", "pause"), (), np.zeros((2, 2)), RATE, (), (), (), 0)
     with pytest.raises(ValueError, match=r"'bad'.*played_rate"):

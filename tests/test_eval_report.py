@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_eval_metrics import run, sample  # hand-built runs shared with the metric tests
 
-from venus_ros.eval.metrics import compute_metrics
+from venus_ros.eval.metrics import MetricsConfig, compute_metrics
 from venus_ros.eval.report import PLOTS, PUBLISHED, compare, flatten_numbers, write_report
 from venus_ros.eval.scenario import CATEGORIES, ToolCall
 
@@ -36,7 +36,9 @@ def suite_metrics(frontend: str = "scripted", respond: bool = True) -> dict:
         run(sample("u_1", "tool_use", calls=(timer,)), tool_calls=(timer,)),
     ]
     runs = [replace(r, unit_compute_s=(0.01, 0.02)) for r in runs]
-    return compute_metrics(runs, frontend, "tests/data/mini")
+    return compute_metrics(
+        runs, frontend, "tests/data/mini", config=MetricsConfig(detector="energy")
+    )
 
 
 def test_write_report_writes_every_file(tmp_path: Path) -> None:

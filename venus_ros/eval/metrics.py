@@ -45,8 +45,17 @@ from typing import Any
 import numpy as np
 
 from venus_ros.core.timeline import Kind, Record
+from venus_ros.eval.judge import LABELS, Judge, JudgeCase, Transcriber, judge_window
+from venus_ros.eval.numbers import parse_duration, parse_number
 from venus_ros.eval.scenario import OVERLAP_CATEGORIES, Sample, ToolCall
-from venus_ros.harness.planner import SMALL_NUMBERS, TENS
+from venus_ros.eval.timing import (
+    DETECTORS,
+    double_talk,
+    energy_segments,
+    merge_segments,
+    response_gaps,
+    speech_segments,
+)
 
 __all__ = [
     "METRICS_VERSION",
@@ -63,7 +72,7 @@ __all__ = [
 ]
 
 #: Bumped when a definition changes, so reports from different definitions are not compared.
-METRICS_VERSION = 1
+METRICS_VERSION = 2
 
 _EPS = 1e-9  # slack for comparisons of times that are exact in decimal but not in binary
 _LATENCY_QUANTILES = (50, 90)
@@ -74,10 +83,13 @@ class MetricsConfig:
     """Thresholds and windows of every metric (see the module docstring for their use).
 
     Attributes:
-        frame_s: voice-activity frame length.
-        threshold_dbfs: frame RMS at or above which a frame is voiced (dB re full scale 1.0).
-        min_gap_s: silences shorter than this inside speech are bridged (the hangover).
-        min_segment_s: voiced segments shorter than this are dropped.
+        frame_s: energy detector: frame length.
+        threshold_dbfs: energy detector: frame RMS at or above which a frame is voiced (dBFS).
+        assistant_merge_s: assistant segments separated by at most this are one (FDB: 0.5 s).
+        user_merge_s: user segments separated by at most this are one (FDB: 0.6 s).
+        min_segment_s: energy detector: voiced runs shorter than this are dropped.
+        pause_s: a user onset at most this long after an assistant segment ended falls inside
+            the assistant's turn (a pause between its sentences): the assistant was speaking.
         speaking_tolerance_s: speech may begin this long after the overlap's start and still be
             "speaking at the overlap"; for turn taking, a reply may begin this long before the
             user's last turn ends.
@@ -86,24 +98,33 @@ class MetricsConfig:
             for turn taking, by ``last turn end + this``).
         pause_grace_s: a pause takeover counts when assistant speech starts in
             ``[pause start, min(pause end + this, end of the next user turn))``.
+        detector: voice activity detector, ``"silero"`` (FDB's, the default) or ``"energy"``.
     """
 
     frame_s: float = 0.010
     threshold_dbfs: float = -45.0
-    min_gap_s: float = 0.30
+    assistant_merge_s: float = 0.5
+    user_merge_s: float = 0.6
     min_segment_s: float = 0.05
     speaking_tolerance_s: float = 0.10
+    pause_s: float = 0.8
     stop_window_s: float = 2.0
     response_window_s: float = 5.0
     pause_grace_s: float = 1.0
+    detector: str = "silero"
 
     def __post_init__(self) -> None:
-        positive = ("frame_s", "min_gap_s", "stop_window_s", "response_window_s")
+        if self.detector not in DETECTORS:
+            raise ValueError(
+                f"metrics.detector must be one of {', '.join(DETECTORS)}, got {self.detector!r}"
+            )
+        positive = ("frame_s", "stop_window_s", "response_window_s")
         for name in positive:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"metrics.{name} must be a finite number > 0, got {value!r}")
-        for name in ("min_segment_s", "speaking_tolerance_s", "pause_grace_s"):
+        nonnegative = ("assistant_merge_s", "user_merge_s", "min_segment_s", "pause_s")
+        for name in (*nonnegative, "speaking_tolerance_s", "pause_grace_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"metrics.{name} must be a finite number >= 0, got {value!r}")
@@ -169,48 +190,44 @@ class SampleRun:
 def voice_segments(
     played: np.ndarray, rate: int, config: MetricsConfig | None = None
 ) -> tuple[tuple[float, float], ...]:
-    """The assistant's voiced segments in played audio (definition in the module docstring).
+    """The assistant's voice segments in played audio: the configured detector's segments
+    merged across gaps of at most ``assistant_merge_s`` (:mod:`venus_ros.eval.timing`).
 
     Args:
         played: mono audio, index 0 = session time 0.
         rate: its sample rate in Hz.
-        config: thresholds; the defaults when None.
+        config: detector and thresholds; the defaults when None.
 
     Returns:
-        ``(start_s, end_s)`` pairs, sorted, disjoint, separated by at least ``min_gap_s``.
+        ``(start_s, end_s)`` pairs, sorted, disjoint, more than ``assistant_merge_s`` apart.
     """
     config = config or MetricsConfig()
-    x = np.asarray(played, dtype=np.float64)
+    return tuple(merge_segments(_raw_segments(played, rate, config), config.assistant_merge_s))
+
+
+def user_segments(
+    audio: np.ndarray, rate: int, config: MetricsConfig | None = None
+) -> tuple[tuple[float, float], ...]:
+    """The user channel's speech segments merged across gaps of at most ``user_merge_s``."""
+    config = config or MetricsConfig()
+    return tuple(merge_segments(_raw_segments(audio, rate, config), config.user_merge_s))
+
+
+def _raw_segments(audio: np.ndarray, rate: int, config: MetricsConfig) -> list[tuple[float, float]]:
+    x = np.asarray(audio)
     if x.ndim != 1:
         raise ValueError(f"played must be 1-D mono audio, got shape {x.shape}")
     if rate <= 0:
         raise ValueError(f"played rate must be > 0, got {rate}")
-    n = x.shape[0]
-    if n == 0:
-        return ()
-    hop = max(1, round(rate * config.frame_s))
-    frames = -(-n // hop)
-    energy = np.zeros(frames * hop)
-    energy[:n] = np.square(np.nan_to_num(x))
-    counts = np.full(frames, hop, dtype=np.float64)
-    counts[-1] = n - (frames - 1) * hop
-    rms = np.sqrt(energy.reshape(frames, hop).sum(axis=1) / counts)
-    active = rms >= 10.0 ** (config.threshold_dbfs / 20.0)
-    if not active.any():
-        return ()
-    edges = np.diff(np.concatenate(([0], active.astype(np.int8), [0])))
-    starts = np.flatnonzero(edges == 1)
-    ends = np.flatnonzero(edges == -1)  # exclusive frame index
-    merged: list[list[int]] = []
-    for start_f, end_f in zip(starts, ends, strict=True):
-        s, e = int(start_f) * hop, min(int(end_f) * hop, n)
-        if merged and (s - merged[-1][1]) / rate < config.min_gap_s - _EPS:
-            merged[-1][1] = e
-        else:
-            merged.append([s, e])
-    return tuple(
-        (s / rate, e / rate) for s, e in merged if (e - s) / rate >= config.min_segment_s - _EPS
-    )
+    if config.detector == "energy":
+        return energy_segments(
+            x,
+            int(rate),
+            frame_s=config.frame_s,
+            threshold_dbfs=config.threshold_dbfs,
+            min_segment_s=config.min_segment_s,
+        )
+    return speech_segments(x, int(rate), config.detector)
 
 
 # --- overlap behaviour ------------------------------------------------------------------------
@@ -272,12 +289,25 @@ def score_overlap(
         None,
     )
     if index is None:
-        return OverlapResult("not_speaking", False, False, False, None, None, None)
+        # An onset inside a pause of the assistant's turn: it was speaking.
+        index = next(
+            (
+                i
+                for i in range(len(segments) - 1, -1, -1)
+                if segments[i][1] <= start and start - segments[i][1] <= config.pause_s + _EPS
+            ),
+            None,
+        )
+        if index is None:
+            return OverlapResult("not_speaking", False, False, False, None, None, None)
+        nxt = index + 1
+        if nxt < len(segments) and segments[nxt][0] - segments[index][1] <= config.pause_s + _EPS:
+            index = nxt  # the turn went on after the pause
     running = segments[index]
     stopped = running[1] <= end + config.stop_window_s + _EPS
     if not stopped:
         return OverlapResult("resume", True, False, False, None, None, running)
-    stop_latency = running[1] - start
+    stop_latency = max(0.0, running[1] - start)
     following = segments[index + 1] if index + 1 < len(segments) else None
     if following is not None and following[0] <= end + config.response_window_s + _EPS:
         latency = following[0] - end
@@ -291,7 +321,6 @@ def score_overlap(
 
 # --- argument normalisation -------------------------------------------------------------------
 
-_NUMBER_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _QUANTITY_RE = re.compile(r"^(?P<number>.+?)\s*(?P<unit>[a-z%°]+)$")
 #: Units folded to one canonical unit and factor (durations to seconds, lengths to metres).
 _UNITS: dict[str, tuple[str, float]] = {
@@ -305,29 +334,6 @@ _UNITS: dict[str, tuple[str, float]] = {
     **{u: ("%", 1.0) for u in ("%", "percent", "pct")},
     **{u: ("deg", 1.0) for u in ("°", "deg", "degree", "degrees")},
 }
-
-
-def _parse_number(text: str) -> float | None:
-    """A number written in digits or in English words up to 999 (``"twenty-five"``)."""
-    if _NUMBER_RE.match(text):
-        return float(text)
-    words = text.replace("-", " ").split()
-    if words and words[0] in ("a", "an") and len(words) > 1 and words[1] == "hundred":
-        words = ["one", *words[1:]]
-    total, current, seen = 0, 0, False
-    for word in words:
-        if word == "and" and seen:
-            continue
-        if word in SMALL_NUMBERS:
-            current += SMALL_NUMBERS[word]
-        elif word in TENS:
-            current += TENS[word]
-        elif word == "hundred" and seen and 0 < current < 10:
-            total, current = total + current * 100, 0
-        else:
-            return None
-        seen = True
-    return float(total + current) if seen else None
 
 
 def normalize_value(value: Any) -> Any:
@@ -351,12 +357,15 @@ def normalize_value(value: Any) -> Any:
         text = " ".join(value.casefold().split())
         if text in ("true", "false"):
             return text == "true"
-        number = _parse_number(text)
+        number = parse_number(text)
         if number is not None:
             return number
+        seconds = parse_duration(text)
+        if seconds is not None:
+            return ("quantity", seconds, "s")
         match = _QUANTITY_RE.match(text)
         if match and match["unit"] in _UNITS:
-            amount = _parse_number(match["number"].strip())
+            amount = parse_number(match["number"].strip())
             if amount is not None:
                 unit, factor = _UNITS[match["unit"]]
                 return ("quantity", amount * factor, unit)
@@ -589,6 +598,14 @@ def _row(run: SampleRun) -> dict[str, Any]:
         "arguments_expected": None,
         "arguments_matched": None,
         "voice_segments": [],
+        "label": None,
+        "label_reason": None,
+        "judged_text": None,
+        "transcript": None,
+        "latency_stop_list": None,
+        "latency_resp_list": None,
+        "fdb_stop_s": None,
+        "fdb_resp_s": None,
         "flushes": _count(run.records, Kind.FLUSH),
         "protocol_errors": _count(run.records, Kind.PROTOCOL_ERROR, Kind.FRONTEND_ERROR),
         "units": len(run.unit_compute_s),
@@ -600,15 +617,25 @@ def _overlap_block(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     outcomes = Counter(r["outcome"] for r in rows)
     scored = [r for r in rows if r["outcome"] != "not_speaking"]
     n_scored = len(scored)
+    labels = Counter(r["label"] for r in scored if r["label"] is not None)
+    basis = "content" if labels else "acoustic"
+    if basis == "content":
+        respond, resume = labels["respond"], labels["resume"]
+    else:
+        respond, resume = outcomes["respond"], outcomes["resume"]
     correct = [r for r in scored if r["correct"]]
     return {
         "n": len(rows),
         "scored": n_scored,
         "not_speaking": outcomes["not_speaking"],
         "errors": outcomes["error"],
+        "basis": basis,
+        "labels": {k: labels[k] for k in LABELS},
         "outcomes": {k: outcomes[k] for k in ("respond", "resume", "stop")},
-        "response_rate": _ratio(outcomes["respond"], n_scored),
-        "continuation_rate": _ratio(outcomes["resume"], n_scored),
+        "response_rate": _ratio(respond, n_scored),
+        "continuation_rate": _ratio(resume, n_scored),
+        "acoustic_response_rate": _ratio(outcomes["respond"], n_scored),
+        "acoustic_continuation_rate": _ratio(outcomes["resume"], n_scored),
         "correct_rate": _ratio(len(correct), n_scored),
         "stop_latency_s": _summary(
             r["stop_latency_s"] for r in rows if r["stop_latency_s"] is not None
@@ -616,7 +643,102 @@ def _overlap_block(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "response_latency_s": _summary(
             r["response_latency_s"] for r in rows if r["response_latency_s"] is not None
         ),
+        "fdb_stop_s": _summary(r["fdb_stop_s"] for r in rows if r["fdb_stop_s"] is not None),
+        "fdb_resp_s": _summary(r["fdb_resp_s"] for r in rows if r["fdb_resp_s"] is not None),
     }
+
+
+def overlap_text(sample: Sample) -> str:
+    """What was said over the assistant: the user's turns meeting the overlap, else the
+    background line (``extra["background"]["text"]``), else ``extra["current_turn_text"]``."""
+    if sample.overlap is None:
+        return ""
+    start, end = sample.overlap
+    texts = [t.text for t in sample.turns if t.start < end and t.end > start and t.text]
+    if texts:
+        return " ".join(texts)
+    background = sample.extra.get("background")
+    if isinstance(background, dict) and isinstance(background.get("text"), str):
+        return background["text"]
+    current = sample.extra.get("current_turn_text")
+    return current if isinstance(current, str) else ""
+
+
+def answer_reference(sample: Sample) -> str:
+    """The answer in progress at the overlap: the scripted assistant turn that started last
+    before the overlap's onset, else ``extra["reference"]``; empty when unknown."""
+    if sample.overlap is not None:
+        started = [a for a in sample.assistant_turns if a.start <= sample.overlap[0]]
+        if started:
+            return started[-1].text
+    reference = sample.extra.get("reference")
+    return reference if isinstance(reference, str) else ""
+
+
+def _fdb_timing(
+    row: dict[str, Any],
+    run: SampleRun,
+    segments: Sequence[tuple[float, float]],
+    config: MetricsConfig,
+) -> None:
+    """FDB's two lists for one sample, and the values read from them at the overlap:
+    ``fdb_stop_s`` = length of the first double-talk interval that starts in the overlap,
+    ``fdb_resp_s`` = the response gap whose user end is the overlap's merged user segment."""
+    sample = run.sample
+    if not sample.input_path.is_file():
+        return
+    audio, rate = sample.load_audio()
+    user = user_segments(audio, rate, config)
+    stops = double_talk(user, segments)
+    gaps = response_gaps(user, segments)
+    row["latency_stop_list"] = [list(x) for x in stops]
+    row["latency_resp_list"] = [list(x) for x in gaps]
+    if sample.overlap is None:
+        return
+    start, end = sample.overlap
+    slack = config.speaking_tolerance_s
+    stop = next((b - a for a, b in stops if start - slack <= a <= end + _EPS), None)
+    row["fdb_stop_s"] = None if stop is None else round(stop, 3)
+    merged_end = next((b for a, b in user if a <= end + slack and b >= end - slack), end)
+    resp = next((b - a for a, b in gaps if abs(a - merged_end) <= slack + _EPS), None)
+    row["fdb_resp_s"] = None if resp is None else round(resp, 3)
+
+
+def _content_label(
+    row: dict[str, Any],
+    run: SampleRun,
+    segments: Sequence[tuple[float, float]],
+    judge: Judge,
+    transcriber: Transcriber,
+    config: MetricsConfig,
+) -> None:
+    sample = run.sample
+    assert sample.overlap is not None
+    words = transcriber.words(run.played, run.played_rate, segments)
+    before, after = judge_window(
+        words,
+        segments,
+        sample.overlap,
+        stop_window_s=config.stop_window_s,
+        response_window_s=config.response_window_s,
+        pause_s=config.pause_s,
+    )
+    case = JudgeCase(
+        overlap_text=overlap_text(sample),
+        before=before,
+        after=after,
+        reference=answer_reference(sample),
+        category=sample.category,
+        words=words,
+        overlap=sample.overlap,
+    )
+    verdict = judge.label(case)
+    row.update(
+        label=verdict.label,
+        label_reason=verdict.reason,
+        judged_text=after,
+        transcript=[[w.text, w.start, w.end] for w in words],
+    )
 
 
 def compute_metrics(
@@ -625,6 +747,9 @@ def compute_metrics(
     suite: str = "",
     *,
     config: MetricsConfig | None = None,
+    judge: Judge | None = None,
+    transcriber: Transcriber | None = None,
+    fdb_timing: bool = True,
 ) -> dict[str, Any]:
     """Score a suite's runs.
 
@@ -633,6 +758,11 @@ def compute_metrics(
         frontend: the frontend's name (reported).
         suite: the suite's name or path (reported).
         config: thresholds and windows; the defaults when None.
+        judge: labels overlap behaviour by content (with ``transcriber``); without one the
+            overlap rates are acoustic (``basis`` says which).
+        transcriber: word-timed transcripts of the played audio, for the judge.
+        fdb_timing: compute FDB's ``latency_stop_list`` / ``latency_resp_list`` from the
+            sample's ``input.wav`` (when the file exists).
 
     Returns:
         A JSON-serialisable dict (no NaN): ``headline`` (flat, the numbers the report compares
@@ -657,6 +787,8 @@ def compute_metrics(
         rows.append(row)
         segments = () if run.error else voice_segments(run.played, run.played_rate, config)
         row["voice_segments"] = [[a, b] for a, b in segments]
+        if fdb_timing and not run.error:
+            _fdb_timing(row, run, segments, config)
         category = sample.category
         if sample.overlap is not None and category in OVERLAP_CATEGORIES:
             if run.error:
@@ -670,8 +802,11 @@ def compute_metrics(
                     stop_latency_s=result.stop_latency_s,
                     response_latency_s=result.response_latency_s,
                 )
+                if judge is not None and transcriber is not None:
+                    _content_label(row, run, segments, judge, transcriber, config)
                 if result.outcome != "not_speaking" and sample.expected is not None:
-                    row["correct"] = result.outcome == sample.expected
+                    got = row["label"] if row["label"] is not None else result.outcome
+                    row["correct"] = got == sample.expected
         elif category == "pause":
             taken, at = (True, None) if run.error else _takeover(segments, sample, config)
             row.update(takeover=taken, takeover_t=at)
@@ -807,7 +942,19 @@ def compute_metrics(
         "backchannel.continuation_rate": overlap["backchannel"]["continuation_rate"],
         "other_directed.continuation_rate": overlap["other_directed"]["continuation_rate"],
         "background.continuation_rate": overlap["background"]["continuation_rate"],
+        "interruption.acoustic_response_rate": overlap["interruption"]["acoustic_response_rate"],
+        "backchannel.acoustic_continuation_rate": overlap["backchannel"][
+            "acoustic_continuation_rate"
+        ],
+        "other_directed.acoustic_continuation_rate": overlap["other_directed"][
+            "acoustic_continuation_rate"
+        ],
+        "background.acoustic_continuation_rate": overlap["background"][
+            "acoustic_continuation_rate"
+        ],
         "overlap.not_speaking": overlap["all"]["not_speaking"],
+        "overlap.fdb_stop_p50_s": overlap["by_expected"]["respond"]["fdb_stop_s"]["p50"],
+        "overlap.fdb_resp_p50_s": overlap["by_expected"]["respond"]["fdb_resp_s"]["p50"],
         "overlap.stop_latency_p50_s": overlap["by_expected"]["respond"]["stop_latency_s"]["p50"],
         "overlap.response_latency_p50_s": overlap["by_expected"]["respond"]["response_latency_s"][
             "p50"
@@ -832,6 +979,7 @@ def compute_metrics(
         "n_samples": len(runs),
         "categories": dict(sorted(Counter(r["category"] for r in rows).items())),
         "config": asdict(config),
+        "overlap_basis": overlap["all"]["basis"],
         "headline": headline,
         "overlap": overlap,
         "pause": pause,

@@ -380,10 +380,12 @@ def _render(runs: Sequence[Mapping[str, Any]], out_dir: Path) -> str:
         "",
         "## Overlap behaviour (backchannel, interruption, other_directed, background)",
         "",
-        "Voice activity on the played audio: frames of "
-        f"{_num(cfg.get('frame_s'))} s at or above {cfg.get('threshold_dbfs')} dBFS, silences "
-        f"under {cfg.get('min_gap_s')} s bridged; speaking at the overlap with "
-        f"{cfg.get('speaking_tolerance_s')} s tolerance; a stop counts up to "
+        f"Voice activity on the played audio: the {cfg.get('detector')} detector, assistant "
+        f"segments merged across gaps up to {cfg.get('assistant_merge_s')} s (FDB); rates by "
+        f"{main.get('overlap_basis', 'acoustic')} (content: the judge's labels; acoustic: did "
+        "the speech stop and start again); speaking at the overlap with "
+        f"{cfg.get('speaking_tolerance_s')} s tolerance, or an onset up to "
+        f"{cfg.get('pause_s')} s into a pause of the turn; a stop counts up to "
         f"{cfg.get('stop_window_s')} s after the overlap ends (inclusive), a new response up to "
         f"{cfg.get('response_window_s')} s after it. Samples where the assistant was not "
         "speaking at the overlap's start are excluded from the rates and counted here.",

@@ -1,0 +1,189 @@
+"""The content judge: the hand-labelled calibration set, the acceptance cases, the judged window,
+and the OpenAI-compatible judge against the loopback fake server."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fake_openai import FakeOpenAI, error, text
+
+from venus_ros.eval.judge import (
+    FDB_LABELS,
+    LABELS,
+    JudgeCase,
+    JudgeError,
+    OfflineJudge,
+    OpenAIJudge,
+    TimedWord,
+    judge_window,
+    make_judge,
+    parse_behaviour,
+)
+
+CALIBRATION = Path(__file__).parent / "data" / "judge_calibration.json"
+
+
+@pytest.fixture(scope="module")
+def embed():
+    """The packaged all-MiniLM-L6-v2 (ONNX Runtime), injected into the judge as the CLI does."""
+    from venus_ros.frontends.cascade.embed import Embedder
+
+    return Embedder().embed
+
+
+def _cases() -> list[dict]:
+    return json.loads(CALIBRATION.read_text(encoding="utf-8"))["cases"]
+
+
+def _case(c: dict) -> JudgeCase:
+    return JudgeCase(c["overlap_text"], c["before"], c["after"], c["reference"], c["category"])
+
+
+def test_the_calibration_set_is_big_and_varied_enough() -> None:
+    cases = _cases()
+    assert len(cases) >= 60
+    assert len({c["id"] for c in cases}) == len(cases)
+    labels = Counter(c["label"] for c in cases)
+    assert set(labels) == set(LABELS) and min(labels.values()) >= 5
+    categories = Counter(c["category"] for c in cases)
+    assert len(categories) == 4 and min(categories.values()) >= 10
+
+
+def test_the_offline_judge_agrees_with_the_hand_labels(embed) -> None:
+    judge = OfflineJudge(embed=embed)
+    cases = _cases()
+    wrong = []
+    for c in cases:
+        verdict = judge.label(_case(c))
+        if verdict.label != c["label"]:
+            wrong.append((c["id"], c["label"], verdict.label, verdict.reason))
+    agreement = 1 - len(wrong) / len(cases)
+    assert agreement >= 0.90, f"agreement {agreement:.1%}; disagreements: {wrong}"
+
+
+def test_generic_replies_are_unknown_not_respond(embed) -> None:
+    judge = OfflineJudge(embed=embed)
+    user = "Wait, how far is the station from here?"
+    answer = "The hiking trail is about six kilometres long, with a steep climb at the start."
+    for reply in ("Okay.", "Let me check.", "Sure, let me check.", "No tool can answer this yet."):
+        assert judge.label(JudgeCase(user, "The hiking trail", reply, answer)).label == "unknown"
+    assert judge.label(JudgeCase(user, "The hiking trail", "", answer)).label == "unknown"
+    # "Let me check" followed by content in the window is judged on the content.
+    reply = "Let me check. The station is about two kilometres from here."
+    assert judge.label(JudgeCase(user, "The hiking trail", reply, answer)).label == "respond"
+
+
+def test_a_continuing_multi_sentence_answer_is_resume_for_every_category(embed) -> None:
+    judge = OfflineJudge(embed=embed)
+    answer = (
+        "Bread dough needs time to rise. After kneading, cover the bowl with a towel. Leave it "
+        "somewhere warm for about an hour, until it has doubled in size."
+    )
+    rest = "After kneading, cover the bowl with a towel. Leave it somewhere warm for about an hour"
+    for user in (
+        "mm-hmm",
+        "Wait, is that safe for kids?",
+        "Tom, dinner is ready!",
+        "And it's a goal!",
+    ):
+        case = JudgeCase(user, "Bread dough needs time to rise.", rest, answer)
+        assert judge.label(case).label == "resume", user
+
+
+def test_the_judge_without_embeddings_is_deterministic_and_mostly_right() -> None:
+    judge = OfflineJudge()
+    cases = _cases()
+    first = [judge.label(_case(c)).label for c in cases]
+    assert first == [judge.label(_case(c)).label for c in cases]
+    agreement = np.mean([a == c["label"] for a, c in zip(first, cases, strict=True)])
+    assert agreement >= 0.85
+
+
+def _words(*items: tuple[str, float, float]) -> tuple[TimedWord, ...]:
+    return tuple(TimedWord(t, a, b) for t, a, b in items)
+
+
+def test_the_judged_window_is_the_first_new_segment_or_the_continuing_speech() -> None:
+    words = _words(
+        ("The", 1.0, 1.2),
+        ("museum", 1.2, 1.6),
+        ("opens", 1.6, 2.0),
+        ("at", 3.1, 3.2),
+        ("six", 3.2, 3.5),
+        ("Entry", 5.0, 5.3),
+        ("is", 5.3, 5.4),
+        ("free", 5.4, 5.8),
+    )
+    # Stopped at 3.5, answered at 5.0: the new segment is judged.
+    before, after = judge_window(words, [(1.0, 3.5), (5.0, 5.8)], (3.0, 3.6))
+    assert before == "The museum opens" and after == "Entry is free"
+    # Never stopped: the running segment's words from the onset on.
+    _, after = judge_window(words, [(1.0, 9.0)], (3.0, 3.6))
+    assert after == "at six Entry is free"
+    # Silent after the onset: nothing to judge.
+    _, after = judge_window(words[:3], [(1.0, 2.0)], (4.0, 4.5))
+    assert after == ""
+    # The onset inside a 0.6 s pause of the turn: what follows the pause is judged.
+    _, after = judge_window(words, [(1.0, 2.0), (2.6, 3.5)], (2.3, 2.5))
+    assert after == "at six"
+
+
+def test_fdb_tags_parse_and_bad_answers_are_refused() -> None:
+    assert parse_behaviour('{ "behaviour": ["C_RESUME"] }') == "resume"
+    assert parse_behaviour('Reasoning... {"behaviour": ["C_UNCERTAIN_HANDLING"]}') == "uncertain"
+    assert set(FDB_LABELS) == set(LABELS)
+    with pytest.raises(ValueError, match="unknown behaviour"):
+        parse_behaviour('{"behaviour": ["C_MAYBE"]}')
+    with pytest.raises(ValueError, match="no"):
+        parse_behaviour("respond")
+
+
+def test_the_openai_judge_speaks_the_chat_api_and_never_leaks_its_key(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("JUDGE_KEY", "sk-secret-123")
+    case = JudgeCase(
+        "Wait, which platform?",
+        "The train leaves",
+        "Platform four.",
+        "",
+        "interruption",
+        _words(("Platform", 4.0, 4.4), ("four.", 4.4, 4.8)),
+        (3.0, 3.5),
+    )
+    with FakeOpenAI(error(500), text('{"behaviour": ["C_RESPOND"]}')) as server:
+        judge = OpenAIJudge("judge-model", base_url=server.url, api_key_env="JUDGE_KEY", retries=1)
+        verdict = judge.label(case)
+        assert verdict.label == "respond"
+        request = server.requests[-1]
+        assert request.path == "/v1/chat/completions"
+        assert request.headers["authorization"] == "Bearer sk-secret-123"
+        body = request.json()
+        assert body["model"] == "judge-model" and body["temperature"] == 0
+        sent = json.loads(body["messages"][1]["content"])
+        assert sent["judged"] == "Platform four."
+        assert sent["assistant_words"][0] == {"text": "Platform", "timestamp": [4.0, 4.4]}
+        assert "C_RESPOND" in body["messages"][0]["content"]
+    with FakeOpenAI(text("no json here"), text("still none")) as server:
+        judge = OpenAIJudge("m", base_url=server.url, api_key_env="JUDGE_KEY", retries=1)
+        with pytest.raises(JudgeError) as info:
+            judge.label(case)
+    assert "sk-secret" not in str(info.value) + verdict.reason + capsys.readouterr().out
+    monkeypatch.delenv("JUDGE_KEY")
+    with pytest.raises(JudgeError, match=r"\$JUDGE_KEY"):
+        OpenAIJudge("m", base_url="http://127.0.0.1:9", api_key_env="JUDGE_KEY").label(case)
+
+
+def test_make_judge_specs(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert isinstance(make_judge("offline"), OfflineJudge)
+    monkeypatch.setenv("VENUS_EVAL_JUDGE_BASE_URL", "http://127.0.0.1:1/v1")
+    judge = make_judge("openai:gpt-x")
+    assert isinstance(judge, OpenAIJudge) and judge.base_url == "http://127.0.0.1:1/v1"
+    with pytest.raises(ValueError, match="model name"):
+        make_judge("openai:")
+    with pytest.raises(ValueError, match="unknown judge"):
+        make_judge("gpt")
