@@ -256,7 +256,7 @@ SENT: dict[str, tuple[QoSProfile, list[Any]]] = {
     "audio/in": (qos.SENSOR_AUDIO, [_audio(i) for i in range(4)]),
     "decision": (qos.reliable(50), [_decision(i) for i in range(3)]),
     "timeline": (qos.reliable(1000), [_event(i) for i in range(3)]),
-    "image": (qos.SENSOR_IMAGE, [_image(i) for i in range(2)]),
+    "camera/image_raw": (qos.SENSOR_IMAGE, [_image(i) for i in range(2)]),
 }
 
 

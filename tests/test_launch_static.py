@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from venus_ros.nodes.params import flatten_parameters
+
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.py"))
 PARAMS = yaml.safe_load((ROOT / "config" / "venus.yaml").read_text())
@@ -71,16 +73,6 @@ def _declared(cls: type, prefix: str = "") -> dict[str, Any]:
     return names
 
 
-def _flatten(params: dict, prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in params.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def _same_type(value: Any, default: Any) -> bool:
     if isinstance(default, bool) or isinstance(value, bool):
         return isinstance(value, bool) and isinstance(default, bool)
@@ -125,7 +117,7 @@ def test_every_launch_override_is_a_declared_parameter() -> None:
 def test_every_parameter_file_key_is_declared_with_its_type(section: str) -> None:
     node_name = section.rsplit("/", 1)[-1]
     declared = _declared(_config_class(node_name))
-    given = _flatten(PARAMS[section]["ros__parameters"])
+    given = flatten_parameters(PARAMS[section]["ros__parameters"])
     unknown = set(given) - set(declared)
     assert not unknown, f"{section}: keys no node declares: {sorted(unknown)}"
     for key, value in given.items():

@@ -273,6 +273,7 @@ def test_speaker_counters_on_a_fake_clock(tmp_path: Path) -> None:
     acks: list[Any] = []
     node._ack_pub.publish = acks.append  # type: ignore[method-assign]
     try:
+        node.start_up()  # configure (open the sink), activate
         stamp = node.get_clock().now().to_msg()
         one = speech(1, 2400, 1)
         node._on_chunk(audio_to_msg(one, SPEAKER_RATE, 100, stamp, "", 1))

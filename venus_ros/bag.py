@@ -39,7 +39,9 @@ INTERFACE_PACKAGE = "venus_interfaces"
 #: Names are as the nodes use them (relative, so a namespace moves them; ``/diagnostics`` absolute).
 RECORDED_TOPICS: Mapping[str, str] = {
     "audio/in": "venus_interfaces/msg/AudioChunk",
-    "image": "sensor_msgs/msg/Image",
+    "camera/image_raw": "sensor_msgs/msg/Image",
+    "camera/image_raw/compressed": "sensor_msgs/msg/CompressedImage",
+    "camera/camera_info": "sensor_msgs/msg/CameraInfo",
     "audio/out": "venus_interfaces/msg/AudioChunk",
     "decision": "venus_interfaces/msg/UnitDecision",
     "audio/played": "venus_interfaces/msg/PlaybackAck",

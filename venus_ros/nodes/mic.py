@@ -27,14 +27,16 @@ from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.duration import Duration
-from rclpy.node import Node
 from rclpy.timer import Timer
 from std_msgs.msg import Header
 
 from venus_interfaces.msg import AudioChunk
 from venus_ros.audio.io import AFTER_END, AudioBlock, PyAudioCapture, WavSource
+from venus_ros.nodes.diagnostics import NodeDiagnostics
+from venus_ros.nodes.managed import ManagedNode
 from venus_ros.nodes.params import declare_config, reject_unknown_overrides
 from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
@@ -101,24 +103,43 @@ def chunk_to_msg(block: AudioBlock, sample_rate: int, stamp: Time, frame_id: str
     return msg
 
 
-class MicNode(Node):
-    """Publishes microphone (or file) audio on ``audio/in``.
+class MicNode(ManagedNode):
+    """Publishes microphone (or file) audio on ``audio/in`` while active.
+
+    Configure opens the file or the sound card, activate starts publishing, deactivate stops
+    it (a device stays open; what it captures meanwhile is discarded). ``first_sample`` stays
+    contiguous across a pause.
+
+    Args:
+        node_name: the node's name.
+        **kwargs: :class:`rclpy.node.Node` keyword arguments (``context``,
+            ``parameter_overrides``...).
 
     Attributes:
         chunks_published: chunks sent so far.
     """
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__("mic_node", **kwargs)
+    def __init__(self, node_name: str = "mic_node", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
         self.config = declare_config(self, MicConfig)
-        reject_unknown_overrides(self)
-        config = self.config
+        reject_unknown_overrides(self, kwargs.get("parameter_overrides"))
         self.chunks_published = 0
-        self._lock = threading.Lock()  # the timer tick against close()
-        self._publisher = self.create_publisher(AudioChunk, TOPICS["audio_in"], qos_for("audio_in"))
+        self._lock = threading.Lock()  # the timer tick and the capture thread against stop()
+        self._publisher = self.create_lifecycle_publisher(
+            AudioChunk, TOPICS["audio_in"], qos_for("audio_in")
+        )
         self._source: WavSource | None = None
         self._capture: PyAudioCapture | None = None
         self._timer: Timer | None = None
+        self._next_sample = 0  # first_sample of the next chunk published
+        self._chunk_s = self.config.chunk_ms / 1000.0
+        self._diagnostics = NodeDiagnostics(self, "microphone", self._diagnose)
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Open the file source or the sound card."""
+        config = self.config
         path = config.file_path
         if path is not None:
             self._source = WavSource(
@@ -126,16 +147,7 @@ class MicNode(Node):
             )
             self._chunk_s = self._source.chunk_samples / config.sample_rate
             self._max_catch_up = max(1, round(MAX_CATCH_UP_S / self._chunk_s))
-            self._matched_at: float | None = None
-            self._origin: float | None = None
-            self._origin_stamp = self.get_clock().now()
-            self._due_sent = 0
             self._announced_end = False
-            # Tick at a quarter chunk: a chunk goes out at most ~chunk/4 after its last
-            # sample is due, like a sound card's period, never before.
-            self._timer = self.create_timer(
-                self._chunk_s / 4, self._on_tick, callback_group=MutuallyExclusiveCallbackGroup()
-            )
             self.get_logger().info(
                 f"file source {path} ({self._source.file_rate} Hz, published at "
                 f"{config.sample_rate} Hz in {config.chunk_ms} ms chunks); starts when "
@@ -151,10 +163,46 @@ class MicNode(Node):
                 f"{config.sample_rate} Hz in {config.chunk_ms} ms chunks"
             )
 
+    def start(self) -> None:
+        """Start publishing (a file restarts its real-time pacing from now)."""
+        if self._source is None:
+            return
+        self._matched_at: float | None = None
+        self._origin: float | None = None
+        self._origin_stamp = self.get_clock().now()
+        self._origin_sample = self._next_sample
+        self._due_sent = 0
+        # Tick at a quarter chunk: a chunk goes out at most ~chunk/4 after its last sample is
+        # due, like a sound card's period, never before.
+        self._timer = self.create_timer(
+            self._chunk_s / 4, self._on_tick, callback_group=MutuallyExclusiveCallbackGroup()
+        )
+
+    def stop(self) -> None:
+        """Stop publishing; the source stays open."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self.destroy_timer(self._timer)
+                self._timer = None
+
+    def teardown(self) -> None:
+        """Close the sound card or the file."""
+        if self._capture is not None:
+            self._capture.close()
+            self._capture = None
+        with self._lock:
+            if self._source is not None:
+                self._source.close()
+                self._source = None
+
+    # --- publishing ----------------------------------------------------------------------------
+
     def _on_tick(self) -> None:
         """Publish every file chunk due by now (real-time pacing on the monotonic clock)."""
         with self._lock:
-            self._publish_due()
+            if self.active:
+                self._publish_due()
 
     def _publish_due(self) -> None:
         source = self._source
@@ -176,18 +224,25 @@ class MicNode(Node):
             if block is None:
                 self._finish_file()
                 return
-            offset = Duration(nanoseconds=round(block.first_sample * 1e9 / source.sample_rate))
-            stamp = (self._origin_stamp + offset).to_msg()
-            self._publisher.publish(
-                chunk_to_msg(block, source.sample_rate, stamp, self.config.frame_id)
+            offset = Duration(
+                nanoseconds=round(
+                    (self._next_sample - self._origin_sample) * 1e9 / source.sample_rate
+                )
             )
+            stamp = (self._origin_stamp + offset).to_msg()
+            self._send(block.samples, source.sample_rate, stamp)
             self._due_sent += 1
-            self.chunks_published += 1
         if source.ended and self.config.after_end == "silence" and not self._announced_end:
             self._announced_end = True
             self.get_logger().info(
                 f"end of {source.path} after {source.file_samples} samples; publishing silence"
             )
+
+    def _send(self, samples: np.ndarray, rate: int, stamp: Time) -> None:
+        block = AudioBlock(self._next_sample, samples)
+        self._publisher.publish(chunk_to_msg(block, rate, stamp, self.config.frame_id))
+        self._next_sample += int(samples.shape[0])
+        self.chunks_published += 1
 
     def _finish_file(self) -> None:
         if self._timer is not None:
@@ -198,26 +253,29 @@ class MicNode(Node):
         self.get_logger().info(f"end of the file source after {self.chunks_published} chunks")
 
     def _on_device_chunk(self, block: AudioBlock) -> None:
-        """PortAudio's thread: stamp and publish one captured chunk."""
-        duration = Duration(
-            nanoseconds=round(block.samples.shape[0] * 1e9 / self.config.sample_rate)
-        )
-        stamp = (self.get_clock().now() - duration).to_msg()
-        self._publisher.publish(
-            chunk_to_msg(block, self.config.sample_rate, stamp, self.config.frame_id)
-        )
-        self.chunks_published += 1
-
-    def close(self) -> None:
-        """Stop capturing and close the file (idempotent)."""
-        if self._capture is not None:
-            self._capture.close()
+        """PortAudio's thread: stamp and publish one captured chunk (only while active)."""
         with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-            if self._source is not None:
-                self._source.close()
-                self._source = None
+            if not self.active:
+                return
+            duration = Duration(
+                nanoseconds=round(block.samples.shape[0] * 1e9 / self.config.sample_rate)
+            )
+            stamp = (self.get_clock().now() - duration).to_msg()
+            self._send(block.samples, self.config.sample_rate, stamp)
+
+    def _diagnose(self) -> tuple[int, str, dict[str, str]]:
+        values = {
+            "source": self.config.source,
+            "sample_rate": str(self.config.sample_rate),
+            "chunks_published": str(self.chunks_published),
+        }
+        if self._capture is not None:
+            values["overflows"] = str(self._capture.overflows)
+            if self._capture.error is not None:
+                return DiagnosticStatus.ERROR, f"capture failed: {self._capture.error}", values
+        if not self.active:
+            return DiagnosticStatus.OK, "inactive", values
+        return DiagnosticStatus.OK, "streaming", values
 
 
 def main(argv: Sequence[str] | None = None) -> int:

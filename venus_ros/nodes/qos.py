@@ -16,13 +16,14 @@ SENSOR_AUDIO = QoSProfile(
     reliability=ReliabilityPolicy.BEST_EFFORT,
     durability=DurabilityPolicy.VOLATILE,
 )
-#: Camera frames: only the newest matters (keep last 1: drop-oldest, no queueing latency).
-#: Reliable, because best-effort 640x480 rgb8 frames between processes were measured to
-#: arrive 0-2 times in 150 (fragment loss); reliable with depth 1 delivered 50 of 50.
+#: Camera frames, camera info and compressed frames: ROS's sensor-data profile (best effort,
+#: volatile), so the frontend accepts any camera driver (a best-effort subscription matches
+#: reliable and best-effort publishers alike); only the newest frame matters. Big raw frames
+#: between machines belong on the compressed topic. Publishers take ``qos_overrides``.
 SENSOR_IMAGE = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
-    depth=1,
-    reliability=ReliabilityPolicy.RELIABLE,
+    depth=5,
+    reliability=ReliabilityPolicy.BEST_EFFORT,
     durability=DurabilityPolicy.VOLATILE,
 )
 
@@ -45,9 +46,14 @@ LATCHED = QoSProfile(
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
 
+#: /tf_static as tf2_ros's static broadcaster offers it: reliable, transient local, depth 1.
+LATCHED_STATIC = LATCHED
+
 TOPICS = {
     "audio_in": "audio/in",
-    "image": "image",
+    "image": "camera/image_raw",
+    "image_compressed": "camera/image_raw/compressed",
+    "camera_info": "camera/camera_info",
     "audio_out": "audio/out",
     "decision": "decision",
     "played": "audio/played",
@@ -66,6 +72,8 @@ TOPICS = {
 TOPIC_QOS = {
     TOPICS["audio_in"]: SENSOR_AUDIO,
     TOPICS["image"]: SENSOR_IMAGE,
+    TOPICS["image_compressed"]: SENSOR_IMAGE,
+    TOPICS["camera_info"]: SENSOR_IMAGE,
     TOPICS["audio_out"]: reliable(50),
     TOPICS["decision"]: reliable(50),
     TOPICS["played"]: reliable(100),
@@ -80,6 +88,30 @@ TOPIC_QOS = {
 }
 
 
+#: Topics for other ROS stacks (audio_common, tf2), outside the recorded graph of ``TOPICS``.
+#: ``audio`` is what audio_common's capturer publishes; ``assistant/audio`` is the assistant's
+#: speech for audio_common's player (remap it to the player's ``audio``).
+INTEROP_TOPICS = {
+    "audio_stamped_in": "audio",
+    "audio_stamped_out": "assistant/audio",
+    "tf_static": "/tf_static",
+    "tf": "/tf",
+}
+INTEROP_QOS = {
+    INTEROP_TOPICS["audio_stamped_in"]: SENSOR_AUDIO,
+    INTEROP_TOPICS["audio_stamped_out"]: reliable(50),
+    INTEROP_TOPICS["tf_static"]: LATCHED_STATIC,
+    INTEROP_TOPICS["tf"]: reliable(100),
+}
+
+
 def qos_for(key: str) -> QoSProfile:
-    """The QoS of the topic ``TOPICS[key]``, from :data:`TOPIC_QOS`."""
-    return TOPIC_QOS[TOPICS[key]]
+    """The QoS of the topic ``TOPICS[key]`` (or ``INTEROP_TOPICS[key]``)."""
+    if key in TOPICS:
+        return TOPIC_QOS[TOPICS[key]]
+    return INTEROP_QOS[INTEROP_TOPICS[key]]
+
+
+def topic(key: str) -> str:
+    """The name of ``TOPICS[key]`` or ``INTEROP_TOPICS[key]``."""
+    return TOPICS[key] if key in TOPICS else INTEROP_TOPICS[key]

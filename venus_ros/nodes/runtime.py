@@ -1,4 +1,10 @@
-"""Starting and stopping a node process: one clear line on a fatal error, exit 0 on Ctrl-C."""
+"""Starting and stopping node processes: one clear line on a fatal error, exit 0 on Ctrl-C.
+
+``run_node`` runs one node in a process; ``run_nodes`` runs several in one process on one
+executor (composition: every node class takes the :class:`rclpy.node.Node` keyword arguments).
+A :class:`~venus_ros.nodes.managed.ManagedNode` with ``autostart`` set is configured and
+activated before spinning; without it, it waits for a lifecycle manager.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,8 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
 from venus_ros.core.errors import DeviceError
-from venus_ros.nodes.params import ConfigError
+from venus_ros.nodes.managed import ManagedNode
+from venus_ros.nodes.params import ConfigError, set_process_arguments
 
 
 def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None) -> int:
@@ -20,15 +27,31 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None) -> 
     Returns:
         0 after Ctrl-C/SIGTERM, 2 for a configuration error, 1 for a missing device.
     """
-    rclpy.init(args=list(argv) if argv is not None else sys.argv)
-    node: Node | None = None
+    return run_nodes([factory], argv)
+
+
+def run_nodes(factories: Sequence[Callable[[], Node]], argv: Sequence[str] | None = None) -> int:
+    """Create every node (in order) and spin them together on one executor until shutdown.
+
+    Returns:
+        0 after Ctrl-C/SIGTERM, 2 for a configuration error, 1 for a missing device.
+    """
+    args = list(argv) if argv is not None else list(sys.argv)
+    set_process_arguments(args)
+    rclpy.init(args=args)
+    nodes: list[Node] = []
     try:
-        node = factory()
+        for factory in factories:
+            node = factory()
+            nodes.append(node)
+            if isinstance(node, ManagedNode) and node.autostart:
+                node.start_up()
         # Single-threaded on purpose: no callback of ours blocks (slow work has its own
         # threads), and rclpy 9.1's MultiThreadedExecutor busy-loops and stalls callbacks for
         # up to seconds (ros2/rclpy#1223; measured here: 60-800 ms action round trips vs 4 ms).
         executor = SingleThreadedExecutor()
-        executor.add_node(node)
+        for node in nodes:
+            executor.add_node(node)
         try:
             executor.spin()
         except ExternalShutdownException:
@@ -51,7 +74,7 @@ def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None) -> 
         # Cleanup is bounded; a second Ctrl-C (or a launcher forwarding the first) must not
         # interrupt it half-way and turn a clean stop into a traceback.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if node is not None:
+        for node in reversed(nodes):
             close = getattr(node, "close", None)
             if close is not None:
                 close()

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.node import Node
+from rclpy.timer import Timer
 
 from venus_interfaces.msg import AudioChunk, PlaybackAck as PlaybackAckMsg, UnitDecision
 from venus_ros.audio.io import PyAudioPlayback, WavSink
@@ -37,6 +38,8 @@ from venus_ros.core.clock import Clock, MonotonicClock
 from venus_ros.core.playback import PlaybackAck, PlaybackQueue, SpeechChunk
 from venus_ros.core.units import InputError
 from venus_ros.nodes.convert import ack_to_msg, audio_from_msg
+from venus_ros.nodes.diagnostics import NodeDiagnostics
+from venus_ros.nodes.managed import ManagedNode
 from venus_ros.nodes.params import declare_config, reject_unknown_overrides
 from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
@@ -61,6 +64,14 @@ class SpeakerConfig:
         default=24000, metadata={"help": "playback rate, Hz; chunks at another rate are dropped"}
     )
     block_ms: int = field(default=20, metadata={"help": "playback/ack period, ms (5..100)"})
+    volume: float = field(
+        default=1.0,
+        metadata={
+            "help": "gain applied to what the sink plays (acks count samples)",
+            "tunable": True,
+            "range": (0.0, 2.0),
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.sink != "device" and self.file_path is None:
@@ -69,6 +80,8 @@ class SpeakerConfig:
             raise ValueError(f"sample_rate must be in 8000..192000 Hz, got {self.sample_rate}")
         if not 5 <= self.block_ms <= 100:
             raise ValueError(f"block_ms must be in 5..100, got {self.block_ms}")
+        if not 0.0 <= self.volume <= 2.0:
+            raise ValueError(f"volume must be in 0..2, got {self.volume}")
 
     @property
     def file_path(self) -> str | None:
@@ -78,24 +91,32 @@ class SpeakerConfig:
         return None
 
 
-class SpeakerNode(Node):
-    """Plays assistant speech and publishes what was played.
+class SpeakerNode(ManagedNode):
+    """Plays assistant speech and publishes what was played (while active).
+
+    Configure opens the sink, activate starts playing, deactivate discards the queue (acked as
+    flushed) and stops playing; chunks arriving while inactive are dropped and counted.
 
     Args:
         clock: the session clock (real monotonic time by default).
+        node_name: the node's name.
+        **kwargs: :class:`rclpy.node.Node` keyword arguments (``context``,
+            ``parameter_overrides``...).
 
     Attributes:
         chunks: chunks accepted for playback.
-        dropped: chunks dropped (malformed, wrong rate, or stale after a flush).
+        dropped: chunks dropped (malformed, wrong rate, stale after a flush, or inactive).
         flushes: flush decisions carried out.
         acks: acks published.
         samples_played: samples handed to the sink.
     """
 
-    def __init__(self, clock: Clock | None = None, **kwargs: Any) -> None:
-        super().__init__("speaker_node", **kwargs)
+    def __init__(
+        self, clock: Clock | None = None, node_name: str = "speaker_node", **kwargs: Any
+    ) -> None:
+        super().__init__(node_name, **kwargs)
         self.config = declare_config(self, SpeakerConfig)
-        reject_unknown_overrides(self)
+        reject_unknown_overrides(self, kwargs.get("parameter_overrides"))
         config = self.config
         self.chunks = 0
         self.dropped = 0
@@ -108,46 +129,94 @@ class SpeakerNode(Node):
         # queue for its head chunk, and the head leaves once its ack is complete.
         self._queued: deque[tuple[int, int]] = deque()
         self._flushed_through: int | None = None
-        self._lock = threading.Lock()  # callbacks against close()
-        self._closed = False
-        path = config.file_path
-        self._sink: WavSink | PyAudioPlayback
-        if path is not None:
-            self._sink = WavSink(path, config.sample_rate, subtype="FLOAT")
-        else:
-            playback = PyAudioPlayback(config.device, config.sample_rate)
-            playback.start()
-            self._sink = playback
+        self._lock = threading.Lock()  # callbacks against stop() and teardown()
+        self._closed = True  # until setup() opened the sink
+        self._sink: WavSink | PyAudioPlayback | None = None
+        self._timer: Timer | None = None
         self._ack_pub = self.create_publisher(PlaybackAckMsg, TOPICS["played"], qos_for("played"))
-        group = MutuallyExclusiveCallbackGroup()
+        self._group = MutuallyExclusiveCallbackGroup()
         self.create_subscription(
             AudioChunk,
             TOPICS["audio_out"],
             self._on_chunk,
             qos_for("audio_out"),
-            callback_group=group,
+            callback_group=self._group,
         )
         self.create_subscription(
             UnitDecision,
             TOPICS["decision"],
             self._on_decision,
             qos_for("decision"),
-            callback_group=group,
+            callback_group=self._group,
         )
-        self._timer = self.create_timer(
-            config.block_ms / 1000.0, self._on_tick, callback_group=group
+        self._diagnostics = NodeDiagnostics(
+            self, "speaker", self._diagnose, rate_keys=("samples_played",)
         )
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Open the sink (the WAV file, or the sound card)."""
+        config = self.config
+        path = config.file_path
+        if path is not None:
+            self._sink = WavSink(path, config.sample_rate, subtype="FLOAT")
+        else:
+            playback = PyAudioPlayback(config.device, config.sample_rate)
+            playback.start()
+            self._sink = playback
+        with self._lock:
+            self._closed = False
         self.get_logger().info(
             f"playing {TOPICS['audio_out']} at {config.sample_rate} Hz to "
             f"{path or (config.device or 'the default output device')}, "
             f"acks every {config.block_ms} ms"
         )
 
+    def start(self) -> None:
+        """Start the playback clock."""
+        self._timer = self.create_timer(
+            self.config.block_ms / 1000.0, self._on_tick, callback_group=self._group
+        )
+
+    def stop(self) -> None:
+        """Discard what is queued (acked as flushed) and stop playing."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self.destroy_timer(self._timer)
+                self._timer = None
+            if not self._closed:
+                self._emit(self._queue.flush(self._session.now()))
+
+    def teardown(self) -> None:
+        """Finish the sink (idempotent)."""
+        with self._lock:
+            self._closed = True
+            if self._sink is not None:
+                self._sink.close()
+                self._sink = None
+
+    def _diagnose(self) -> tuple[bytes, str, dict[str, str]]:
+        values = {
+            "sink": self.config.sink,
+            "chunks": str(self.chunks),
+            "dropped": str(self.dropped),
+            "flushes": str(self.flushes),
+            "samples_played": str(self.samples_played),
+            "volume": f"{self.config.volume:g}",
+        }
+        if not self.active:
+            return DiagnosticStatus.OK, "inactive", values
+        return DiagnosticStatus.OK, "playing", values
+
     # --- callbacks ---------------------------------------------------------------------------
 
     def _on_chunk(self, msg: AudioChunk) -> None:
         with self._lock:
-            if self._closed:
+            if self._closed or not self.active:
+                if not self._closed:
+                    self._drop(f"chunk for unit {msg.unit_index}: speaker inactive")
                 return
             now = self._session.now()
             unit = int(msg.unit_index)
@@ -209,7 +278,9 @@ class SpeakerNode(Node):
         self._queue.played_audio.clear()
         if pieces:
             played = np.concatenate(pieces)
-            self._sink.write(played)
+            if self._sink is not None:
+                volume = self.config.volume
+                self._sink.write(played if volume == 1.0 else played * np.float32(volume))
             self.samples_played += int(played.shape[0])
         if not acks:
             return
@@ -228,15 +299,6 @@ class SpeakerNode(Node):
         self.get_logger().warning(
             f"dropped {reason} ({self.dropped} dropped so far)", throttle_duration_sec=WARN_EVERY_S
         )
-
-    def close(self) -> None:
-        """Stop playing and finish the sink (idempotent)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._timer.cancel()
-            self._sink.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
