@@ -8,9 +8,17 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 from rosproc import NodeProcess, Probe, start_process
 
-from venus_ros.launcher import NodeSpec, RunOptions, node_command, plan
+from venus_ros.launcher import (
+    NodeSpec,
+    RunOptions,
+    describe_environment,
+    node_command,
+    plan,
+    user_environment,
+)
 from venus_ros.paths import sample_path
 
 DEMO_NODES = ["mic_node", "frontend_node", "harness_node", "speaker_node", "monitor_node"]
@@ -52,6 +60,29 @@ def test_plan_adds_a_camera_for_video_and_a_recorder_for_record() -> None:
     assert specs["camera"].overrides == {"source": "file:/tmp/v.avi"}
     assert specs["recorder"].overrides == {"path": "/tmp/bag"}
     assert not specs["camera"].respawn and not specs["recorder"].respawn
+    # The camera, monitor and recorder are optional; mic, frontend, harness, speaker are not.
+    assert {spec.module for spec in nodes if not spec.essential} == {
+        "camera",
+        "monitor",
+        "recorder",
+    }
+
+
+def test_an_empty_video_means_no_camera() -> None:
+    assert "camera" not in by_module(plan(RunOptions(video="")))
+    assert "camera" in by_module(plan(RunOptions()))
+    assert "camera" not in by_module(plan(RunOptions(demo=True)))
+
+
+def test_run_uses_the_users_ros_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROS_DOMAIN_ID", "17")
+    monkeypatch.delenv("ROS_AUTOMATIC_DISCOVERY_RANGE")
+    monkeypatch.delenv("ROS_STATIC_PEERS", raising=False)
+    env = user_environment()
+    assert env["ROS_DOMAIN_ID"] == "17" and "ROS_AUTOMATIC_DISCOVERY_RANGE" not in env
+    line = describe_environment(env)
+    assert "ROS_DOMAIN_ID=17" in line
+    assert "ROS_AUTOMATIC_DISCOVERY_RANGE unset (SUBNET)" in line
 
 
 def test_plan_without_demo_uses_the_devices_and_given_overrides() -> None:
@@ -118,6 +149,21 @@ def test_demo_run_for_a_duration_stops_every_node_and_writes_the_sink(
     assert started_line() in out, run.log()
     assert "venus-ros run: stopped (0 respawns)" in out, run.log()
     assert "unclean exits" not in run.err(), run.log()
+    assert (tmp_path / "out" / "run" / "assistant.wav").is_file()
+    assert f"ROS_DOMAIN_ID={domain()}, ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST" in out
+
+
+def test_a_failed_camera_does_not_stop_the_run(probe: Probe, tmp_path: Path) -> None:
+    run = start_run(probe, tmp_path, "--video", "file:/nonexistent/video.avi", "--duration", "5")
+    try:
+        code = run.wait(5 + RUN_SLACK_S)
+    finally:
+        run.stop()
+    out = run.out()
+    assert code == 0, run.log()
+    assert "camera_node exited (1); going on without it" in out, run.log()
+    assert "device error: camera: no video file '/nonexistent/video.avi'" in run.err()
+    assert "venus-ros run: stopped (0 respawns)" in out, run.log()
     assert (tmp_path / "out" / "run" / "assistant.wav").is_file()
 
 

@@ -71,7 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--namespace", default="", help="ROS namespace for every node")
     run.add_argument("--frontend", default="", help="frontend spec (default: from the config)")
     run.add_argument("--audio", default="", help="mic source: device or file:PATH")
-    run.add_argument("--video", default="", help="camera source: device or file:PATH")
+    run.add_argument(
+        "--video",
+        default=None,
+        help='camera: device or file:PATH; "" = no camera (default: device; none with --demo)',
+    )
     run.add_argument("--sink", default="", help="speaker sink: device or file:PATH")
     run.add_argument("--record", default="", help="record every topic to this rosbag2 (mcap)")
     run.add_argument("--duration", type=float, default=0.0, help="stop after this many s")
