@@ -17,6 +17,7 @@ This module uses the standard library only.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -44,6 +45,7 @@ __all__ = [
     "SpanOpened",
     "SpanParser",
     "VisibleText",
+    "clean_text",
     "escape_tags",
     "split_visible",
 ]
@@ -542,6 +544,18 @@ def escape_tags(text: str) -> str:
             i = j + 1
     parts.append(text[i:])
     return "".join(parts)
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate (``"\\ud800"``...) replaced by U+FFFD.
+
+    A Python string can hold surrogates that no UTF-8 encoder accepts (SQLite, ROS messages,
+    files, sockets all raise on them); outside text is cleaned with this where it enters.
+    """
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
 
 
 def split_visible(text: str, max_query_chars: int = 4000) -> tuple[str, list[ParseEvent]]:

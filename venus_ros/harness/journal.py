@@ -64,6 +64,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from venus_ros.core.protocol import clean_text
 from venus_ros.harness.tasks import SETTLED, Task, TaskState, Transition
 from venus_ros.harness.tools import Tool
 
@@ -309,17 +310,17 @@ class Journal:
         now = self.wall()
         row = (
             task.id,
-            task.query,
-            task.session_id,
+            clean_text(task.query),
+            clean_text(task.session_id),
             int(task.turn_id),
             int(task.cutoff_seq),
             task.tool,
             _dumps(args),
             task.state.value,
-            task.result_text,
+            clean_text(task.result_text),
             _dumps(payload),
-            task.error,
-            task.note,
+            clean_text(task.error),
+            clean_text(task.note),
             now,
             now,
             int(bool(tool is not None and tool.idempotent)),
@@ -335,7 +336,7 @@ class Journal:
                 "INSERT INTO transitions (task_id, seq, state, t, wall_t, reason) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 [
-                    (task.id, seq, entry.state.value, float(entry.t), now, entry.reason)
+                    (task.id, seq, entry.state.value, float(entry.t), now, clean_text(entry.reason))
                     for seq, entry in enumerate(task.history)
                 ],
             )
@@ -372,10 +373,10 @@ class Journal:
                     "new": new.value,
                     "old": old.value,
                     "id": task.id,
-                    "result": task.result_text,
+                    "result": clean_text(task.result_text),
                     "payload": _dumps(payload),
-                    "error": task.error,
-                    "note": task.note,
+                    "error": clean_text(task.error),
+                    "note": clean_text(task.note),
                     "now": now,
                     "hidden": int(hidden),
                 },
@@ -387,7 +388,7 @@ class Journal:
             db.execute(
                 "INSERT INTO transitions (task_id, seq, state, t, wall_t, reason) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (task.id, len(task.history), new.value, float(t), now, reason),
+                (task.id, len(task.history), new.value, float(t), now, clean_text(reason)),
             )
 
     def mark_handed_off(self, task_id: str, via: str) -> None:
@@ -500,6 +501,11 @@ class Journal:
             )
 
 
+#: What a write may raise besides JournalError: SQLite's errors, and data it cannot store
+#: (an integer beyond 64 bits, text it cannot encode).
+_WRITE_ERRORS = (sqlite3.Error, UnicodeError, OverflowError, ValueError, TypeError)
+
+
 class _Transaction:
     """``with journal._write(what):`` one IMMEDIATE transaction under the journal lock."""
 
@@ -513,7 +519,7 @@ class _Transaction:
             self._journal._conn().execute("BEGIN IMMEDIATE")
         except BaseException as exc:
             self._journal._lock.release()
-            if isinstance(exc, sqlite3.Error):
+            if isinstance(exc, _WRITE_ERRORS):
                 raise self._error(exc) from exc
             raise
 
@@ -532,12 +538,12 @@ class _Transaction:
                     _rollback(db)
                     raise self._error(error) from error
             _rollback(db)
-            if isinstance(exc, sqlite3.Error):
+            if isinstance(exc, _WRITE_ERRORS):
                 raise self._error(exc) from exc
         finally:
             self._journal._lock.release()
 
-    def _error(self, exc: sqlite3.Error) -> JournalError:
+    def _error(self, exc: BaseException) -> JournalError:
         return JournalError(f"task journal {self._journal.path}: {self._what} failed: {_why(exc)}")
 
 
@@ -597,34 +603,61 @@ def _load(db: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[Jou
             f" WHERE task_id IN ({marks}) ORDER BY task_id, seq",
             chunk,
         ):
-            history[task_id].append(
-                JournalTransition(int(seq), _state(state), float(t), float(wall_t), reason)
+            history.setdefault(task_id, []).append(
+                JournalTransition(
+                    _int(seq), _state(_text(state)), _float(t), _float(wall_t), _text(reason)
+                )
             )
-    return [_row(r, history[r[0]]) for r in rows]
+    return [_row(r, history.get(r[0], [])) for r in rows]
 
 
 def _row(r: Sequence[Any], transitions: Iterable[JournalTransition]) -> JournalRow:
+    """A row as read, whatever another writer (or a damaged file) put in its columns: text
+    columns become text, numbers numbers, so a reader never fails on a row's types."""
     return JournalRow(
-        id=r[0],
-        query=r[1],
-        session_id=r[2],
-        turn_id=int(r[3]),
-        cutoff_seq=int(r[4]),
-        tool=r[5],
-        args=_loads(r[6]),
-        state=_state(r[7]),
-        result_text=r[8],
-        payload=_loads(r[9]),
-        error=r[10],
-        note=r[11],
-        created_t=float(r[12]),
-        updated_t=float(r[13]),
-        idempotent=bool(r[14]),
-        redacted=bool(r[15]),
-        handed_off_t=None if r[16] is None else float(r[16]),
-        handed_off_via=r[17],
+        id=_text(r[0]),
+        query=_text(r[1]),
+        session_id=_text(r[2]),
+        turn_id=_int(r[3]),
+        cutoff_seq=_int(r[4]),
+        tool=_text(r[5]),
+        args=_loads(_text(r[6])),
+        state=_state(_text(r[7])),
+        result_text=_text(r[8]),
+        payload=_loads(_text(r[9])),
+        error=_text(r[10]),
+        note=_text(r[11]),
+        created_t=_float(r[12]),
+        updated_t=_float(r[13]),
+        idempotent=bool(_int(r[14])),
+        redacted=bool(_int(r[15])),
+        handed_off_t=None if r[16] is None else _float(r[16]),
+        handed_off_via=_text(r[17]),
         transitions=tuple(transitions),
     )
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return clean_text(value.decode("utf-8", errors="replace"))
+    return clean_text(str(value))
+
+
+def _float(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return number if number == number else 0.0  # NaN reads as 0
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0
 
 
 def _state(value: str) -> TaskState:
@@ -635,7 +668,10 @@ def _state(value: str) -> TaskState:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    try:
+        return clean_text(json.dumps(value, ensure_ascii=False, default=str))
+    except RecursionError:
+        return json.dumps({"error": "too deeply nested to store"})
 
 
 def _loads(text: str) -> dict[str, Any]:
@@ -708,8 +744,8 @@ def format_journal(path: str | os.PathLike[str], verbose: bool = False) -> str:
     count = f"{len(rows)} task{'s' if len(rows) != 1 else ''}" if rows else "no tasks"
     lines = [f"journal {path} (schema {SCHEMA_VERSION}): {count}"]
     for row in rows:
-        created = datetime.fromtimestamp(row.created_t).strftime("%Y-%m-%d %H:%M:%S")
-        took = f"{max(0.0, row.updated_t - row.created_t):.3f}s"
+        created = _local_time(row.created_t)
+        took = _seconds(row.updated_t - row.created_t)
         query = " ".join(row.query.split())
         if len(query) > QUERY_CHARS:
             query = query[: QUERY_CHARS - 1] + "…"
@@ -726,7 +762,7 @@ def format_journal(path: str | os.PathLike[str], verbose: bool = False) -> str:
         lines.append(line)
         if verbose:
             for tr in row.transitions:
-                offset = f"+{max(0.0, tr.wall_t - row.created_t):.3f}s"
+                offset = "+" + _seconds(tr.wall_t - row.created_t)
                 lines.append(
                     f"    {tr.seq:>2}  {offset:>9}  {tr.state.value:<10}  {_one_line(tr.reason)}"
                 )
@@ -735,3 +771,17 @@ def format_journal(path: str | os.PathLike[str], verbose: bool = False) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def _local_time(t: float) -> str:
+    """A Unix time as local ``YYYY-mm-dd HH:MM:SS``; ``(bad time <t>)`` beyond the calendar."""
+    try:
+        return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return f"(bad time {t:.6g})"
+
+
+def _seconds(value: float) -> str:
+    """A duration as ``1.234s`` (never negative); huge or invalid ones in ``g`` form."""
+    value = max(0.0, value)
+    return f"{value:.3f}s" if value < 1e9 else f"{value:.3g}s"

@@ -61,6 +61,7 @@ import json
 import logging
 import re
 import threading
+import traceback
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -68,9 +69,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from venus_ros.core.clock import Clock
+from venus_ros.core.protocol import clean_text
 from venus_ros.core.timeline import TimelineView
 from venus_ros.harness.journal import Journal, JournalError, JournalRow
 from venus_ros.harness.progress import clamp_fraction, progress_to
+from venus_ros.harness.secrets import env_secrets, scrub, scrub_value
 from venus_ros.harness.tasks import TRANSITIONS, InvalidTransition, Task, TaskState
 from venus_ros.harness.tools import (
     ArgumentError,
@@ -103,6 +106,10 @@ MAY_HAVE_ACTED = " (it may already have taken effect)"
 ALREADY_DONE_NOTE = "That had already been done when the cancel came"
 #: Tool results with more text than this fail instead of being spoken.
 MAX_RESULT_CHARS = 20_000
+#: Tool payloads larger than this (as JSON, UTF-8 bytes) fail instead of being journaled/sent.
+MAX_PAYLOAD_BYTES = 256 * 1024
+#: A tool's own failure message (ToolError) is spoken at most this long.
+MAX_REASON_CHARS = 160
 #: How long a tool gets to stop after being cancelled (timeout, shutdown).
 CANCEL_GRACE_S = 1.0
 #: The tool name of a cancel request's task (no registry tool has it).
@@ -119,7 +126,9 @@ _CANCEL_REQUEST = re.compile(
     + _CANCEL_PHRASE
     + r"(?:\W+(?:"
     + _CANCEL_PHRASE
-    + r"|it|that|this|everything|all|please|now|then|for\s+now|the\s+\w+"
+    + r"|it|that|this|everything|all|please|now|then|for\s+now"
+    # "cancel the timer" is for the cancel_timer tool: timers are scheduled jobs, not tasks
+    + r"|the\s+(?!(?:timers?|alarms?|reminders?)\b)\w+"
     r"|what\s+you'?re\s+doing|doing\s+that))*\W*$",
     re.IGNORECASE,
 )
@@ -128,8 +137,8 @@ _CANCEL_REQUEST = re.compile(
 def is_cancel_request(query: str) -> bool:
     """True for a request that only takes work back ("stop", "never mind, forget it").
 
-    A request with other content ("stop at the kitchen door", "cancel my 3 pm meeting") is
-    not one: it goes to a tool like any other.
+    A request with other content ("stop at the kitchen door", "cancel my 3 pm meeting",
+    "cancel the timer") is not one: it goes to a tool like any other.
     """
     return bool(_CANCEL_REQUEST.match(query.strip()))
 
@@ -145,6 +154,8 @@ class _Control:
     tool_job: asyncio.Task[ToolResult] | None = None
     #: its reply left the harness (Delegate result sent, or offered for delivery)
     handed_off: bool = False
+    #: a cancel request's task (not a tool's, whatever a tool may be called)
+    cancel_request: bool = False
 
 
 @dataclass(frozen=True)
@@ -213,6 +224,8 @@ class HarnessRunner:
         self._progress_listeners: tuple[ProgressCallback, ...] = tuple(progress_listeners)
         self._max_retained = int(max_retained)
         self._controls: OrderedDict[str, _Control] = OrderedDict()
+        #: ids of settled tasks, oldest first: what ``_forget_old`` may drop, found in O(1)
+        self._settled: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
         self._closed = False
         self._journal = journal
@@ -221,6 +234,7 @@ class HarnessRunner:
         #: journal writes that failed (each logged); the tasks went on regardless
         self.journal_errors = 0
         self._loop = asyncio.new_event_loop()
+        self._tool_loops = _ToolLoops(name)
         self._semaphore = asyncio.Semaphore(self.max_concurrent)
         self._thread = threading.Thread(target=self._serve, name=f"{name}-loop", daemon=True)
         self._thread.start()
@@ -272,8 +286,8 @@ class HarnessRunner:
         """
         task = Task(
             id=task_id or uuid.uuid4().hex,
-            query=query,
-            session_id=session_id,
+            query=clean_text(str(query)),
+            session_id=clean_text(str(session_id)),
             turn_id=int(turn_id),
             cutoff_seq=int(cutoff_seq),
             t=self._clock.now(),
@@ -434,6 +448,8 @@ class HarnessRunner:
                 done.result(timeout)
             except (concurrent.futures.TimeoutError, RuntimeError) as exc:
                 log.warning("harness: tasks did not stop within %.1f s (%s)", timeout, exc)
+            except Exception:  # close() must close whatever a task did
+                log.exception("harness: shutting the tasks down failed")
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout)
         if self._thread.is_alive():
@@ -455,11 +471,9 @@ class HarnessRunner:
 
     def _forget_old(self) -> None:
         """Drop the oldest settled tasks beyond ``max_retained`` (caller holds the lock)."""
-        excess = len(self._controls) - self._max_retained
-        if excess <= 0:
-            return
-        for task_id in [i for i, c in self._controls.items() if c.future.done()][:excess]:
-            del self._controls[task_id]
+        while len(self._controls) > self._max_retained and self._settled:
+            task_id, _ = self._settled.popitem(last=False)
+            self._controls.pop(task_id, None)
 
     def _start(
         self,
@@ -484,9 +498,9 @@ class HarnessRunner:
             task.args = control.tool.validate(args if args is not None else {})
         except (ToolError, ArgumentError, UnknownToolError) as exc:
             problem = str(exc)
-        except Exception as exc:  # a router bug must not take the runner down
+        except Exception:  # a router bug must not take the runner down
             log.exception("harness: routing task %s failed", task.id)
-            problem = f"routing failed: {type(exc).__name__}: {exc}"
+            problem = "routing failed (an internal error)"
         self._journaled(lambda j: j.record_task(task, control.tool))
         self._notify(task, None, TaskState.QUEUED)
         if problem:
@@ -514,7 +528,7 @@ class HarnessRunner:
             for c in controls
             if c.task is not task
             and c.task.session_id == task.session_id
-            and c.task.tool != CANCEL_TOOL
+            and not c.cancel_request
             and (tool is None or c.task.tool == tool)
             and c.task.state in _TAKE_BACK
         ]
@@ -530,6 +544,7 @@ class HarnessRunner:
     def _start_cancel_request(self, control: _Control) -> None:
         task = control.task
         task.tool = CANCEL_TOOL
+        control.cancel_request = True
         self._journaled(lambda j: j.record_task(task, None))
         self._notify(task, None, TaskState.QUEUED)
         self._spawn(control, self._cancel_request(control))
@@ -562,12 +577,17 @@ class HarnessRunner:
                 return
             else:
                 return
-            # The tool's task inherits this context: its report_progress() lands in _progress.
-            with progress_to(lambda fraction, message: self._progress(control, fraction, message)):
-                tool_job = self._loop.create_task(
-                    tool.run(dict(task.args), evidence),
-                    name=f"harness-tool-{tool.name}-{task.id}",
-                )
+            # The tool runs on its own thread; its report_progress() comes back to _progress.
+            tool_job = self._loop.create_task(
+                _call_tool(
+                    self._tool_loops,
+                    tool,
+                    dict(task.args),
+                    evidence,
+                    lambda fraction, message: self._from_tool(control, fraction, message),
+                ),
+                name=f"harness-tool-{tool.name}-{task.id}",
+            )
             control.tool_job = tool_job
             try:
                 done, _ = await asyncio.wait({tool_job}, timeout=tool.timeout_s)
@@ -594,23 +614,19 @@ class HarnessRunner:
         exc = tool_job.exception()
         if exc is not None:
             if isinstance(exc, ToolError):
-                self._fail(control, str(exc) or f"the {tool.name} tool failed")
+                self._fail(control, _spoken_reason(str(exc)) or f"the {tool.name} tool failed")
             else:
-                log.error(
-                    "harness: tool %s failed on task %s",
-                    tool.name,
-                    task.id,
-                    exc_info=(type(exc), exc, exc.__traceback__),
-                )
-                self._fail(control, f"the {tool.name} tool failed ({type(exc).__name__}: {exc})")
+                _log_crash(f"tool {tool.name} failed on task {task.id}", exc)
+                self._fail(control, f"the {tool.name} tool failed unexpectedly")
             return
         result = tool_job.result()
         problem = _result_problem(tool, result)
         if problem:
             self._fail(control, problem)
             return
-        task.result_text = result.text
-        task.payload = dict(result.payload)
+        secrets = env_secrets()
+        task.result_text = scrub(clean_text(result.text), secrets)
+        task.payload = _clean_value(scrub_value(dict(result.payload), secrets))
         if not cancelling:
             self._move(control, TaskState.COMPLETED, f"{tool.name} finished")
         elif tool.side_effects:
@@ -623,13 +639,9 @@ class HarnessRunner:
         if not job.cancelled() and job.exception() is not None:
             exc = job.exception()
             assert exc is not None
-            log.error(
-                "harness: task %s crashed",
-                control.task.id,
-                exc_info=(type(exc), exc, exc.__traceback__),
-            )
+            _log_crash(f"task {control.task.id} crashed", exc)
             if not control.task.state.settled:
-                self._fail(control, f"internal error: {type(exc).__name__}: {exc}")
+                self._fail(control, "internal error")
         if not control.task.state.settled:
             reason = SHUTDOWN_REASON
             if control.tool is not None and control.tool.side_effects:
@@ -674,6 +686,12 @@ class HarnessRunner:
         for control in controls:
             if not control.task.state.settled:
                 self._fail(control, SHUTDOWN_REASON)
+        waiting = [c.tool_job for c in controls if c.tool_job is not None and not c.tool_job.done()]
+        for tool_job in waiting:  # a second cancel: stop waiting for tools that ignored one
+            tool_job.cancel()
+        if waiting:
+            await asyncio.wait(waiting, timeout=CANCEL_GRACE_S)
+        self._tool_loops.close()
 
     def _hand_off(self, control: _Control, via: str) -> None:
         if control.handed_off:
@@ -772,6 +790,7 @@ class HarnessRunner:
             control.tool = self.registry.get(row.tool) if row.tool else None
         except UnknownToolError:
             control.tool = None
+        control.cancel_request = row.tool == CANCEL_TOOL and control.tool is None
         if task.state.settled:
             control.future.set_result(task)
         with self._lock:
@@ -779,6 +798,8 @@ class HarnessRunner:
                 log.warning("harness: journaled task %s is already known; left alone", task.id)
                 return None
             self._controls[task.id] = control
+            if task.state.settled:
+                self._settled[task.id] = None
             self._forget_old()
         return control
 
@@ -812,6 +833,9 @@ class HarnessRunner:
             control.handed_off = False
         self._notify(task, old, state)
         if state.settled and not control.future.done():
+            with self._lock:
+                if task.id in self._controls:
+                    self._settled[task.id] = None
             control.future.set_result(task)
         return old
 
@@ -833,6 +857,13 @@ class HarnessRunner:
             self.journal_errors += 1
             if self.journal_errors == 1 or self.journal_errors % 100 == 0:
                 log.error("harness: journal write failed (%d so far): %s", self.journal_errors, exc)
+
+    def _from_tool(self, control: _Control, fraction: float, message: str) -> None:
+        """A tool's progress report (from its own thread), handed to the runner's loop."""
+        try:
+            self._loop.call_soon_threadsafe(self._progress, control, fraction, message)
+        except RuntimeError:  # the loop is closed: nobody listens any more
+            pass
 
     def _progress(self, control: _Control, fraction: float, message: str) -> None:
         task = control.task
@@ -906,6 +937,196 @@ async def _stop(job: asyncio.Task[Any]) -> None:
         log.warning("harness: %s ignored its cancellation", job.get_name())
 
 
+class _ToolCrash(Exception):
+    """A tool raised something that is not an Exception (SystemExit, KeyboardInterrupt...)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(f"{type(exc).__name__}: {exc}")
+        self.original = exc
+
+
+class _ToolLoops:
+    """A thread with an event loop of its own for each tool, started on its first call.
+
+    A tool that blocks (synchronous I/O, a busy loop) then stalls only its own calls: the
+    runner's loop times it out, fails its task and goes on. A loop that does not react to a
+    cancel within the grace period is retired: later calls of the tool get a fresh loop, and
+    the old one stops once its remaining work has ended. Asyncio objects a tool keeps between
+    calls (a lock, a client) stay on the tool's loop.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._lock = threading.Lock()
+        self._loops: dict[str, asyncio.AbstractEventLoop] = {}
+        self._closed = False
+
+    def loop_for(self, name: str) -> asyncio.AbstractEventLoop:
+        """The tool's loop (a new thread the first time)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the harness runner is closed")
+            loop = self._loops.get(name)
+            if loop is None or loop.is_closed():
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=_serve_tool_loop, args=(loop,), name=f"{self._prefix}-tool-{name}"
+                )
+                thread.daemon = True
+                thread.start()
+                self._loops[name] = loop
+            return loop
+
+    def retire(self, name: str, loop: asyncio.AbstractEventLoop) -> None:
+        """Give later calls of ``name`` a fresh loop; ``loop`` stops when its work has ended."""
+        with self._lock:
+            if self._loops.get(name) is loop:
+                del self._loops[name]
+        _stop_when_idle(loop)
+
+    def close(self) -> None:
+        """Stop every tool loop once its work has ended (abandoned tools are daemons)."""
+        with self._lock:
+            self._closed = True
+            loops, self._loops = list(self._loops.values()), {}
+        for loop in loops:
+            _stop_when_idle(loop)
+
+
+def _serve_tool_loop(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        try:
+            _close_loop(loop)
+        except BaseException:  # nothing may escape the thread
+            pass
+
+
+def _stop_when_idle(loop: asyncio.AbstractEventLoop) -> None:
+    async def stop() -> None:
+        this = asyncio.current_task()
+        while any(t is not this and not t.done() for t in asyncio.all_tasks()):
+            await asyncio.sleep(0.2)
+        loop.stop()
+
+    try:
+        loop.call_soon_threadsafe(lambda: loop.create_task(stop(), name="harness-tool-loop-stop"))
+    except RuntimeError:  # already closed
+        pass
+
+
+async def _guarded(tool: Tool, args: dict[str, Any], evidence: TimelineView) -> ToolResult:
+    """The tool's body; SystemExit and the like become this call's failure only."""
+    try:
+        return await tool.run(args, evidence)
+    except (asyncio.CancelledError, Exception):
+        raise
+    except BaseException as exc:
+        raise _ToolCrash(exc) from None
+
+
+async def _call_tool(
+    loops: _ToolLoops,
+    tool: Tool,
+    args: dict[str, Any],
+    evidence: TimelineView,
+    progress: Callable[[float, str], None],
+) -> ToolResult:
+    """Run ``tool`` on its own loop and await it from the runner's loop.
+
+    A cancel is passed on to the tool, which may stop (the call is then cancelled), fail, or
+    finish anyway (its result counts); a second cancel stops waiting for it.
+    """
+    runner_loop = asyncio.get_running_loop()
+    done: asyncio.Future[ToolResult] = runner_loop.create_future()
+    tool_loop = loops.loop_for(tool.name)
+    holder: list[asyncio.Task[ToolResult]] = []
+
+    def copy(task: asyncio.Task[ToolResult]) -> None:
+        if done.done():
+            return
+        if task.cancelled():
+            done.cancel()
+        elif task.exception() is not None:
+            done.set_exception(task.exception())  # type: ignore[arg-type]
+        else:
+            done.set_result(task.result())
+
+    def start() -> None:  # on the tool's loop, in the context it was scheduled from
+        task = tool_loop.create_task(_guarded(tool, args, evidence))
+        holder.append(task)
+
+        def back(t: asyncio.Task[ToolResult]) -> None:
+            try:
+                runner_loop.call_soon_threadsafe(copy, t)
+            except RuntimeError:  # the runner has closed
+                pass
+
+        task.add_done_callback(back)
+
+    def cancel() -> None:
+        if holder:
+            holder[0].cancel()
+
+    with progress_to(progress):  # the tool's task copies this context: its progress lands
+        tool_loop.call_soon_threadsafe(start)
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError:
+        if done.done():
+            raise
+        tool_loop.call_soon_threadsafe(cancel)
+    try:
+        return await asyncio.wait_for(asyncio.shield(done), CANCEL_GRACE_S * 0.9)
+    except asyncio.TimeoutError:
+        loops.retire(tool.name, tool_loop)  # it did not stop promptly: later calls go elsewhere
+    return await asyncio.shield(done)
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what a tool left running on its loop, then close the loop."""
+    leftover = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in leftover:
+        task.cancel()
+    if leftover:
+        loop.run_until_complete(asyncio.wait(leftover, timeout=CANCEL_GRACE_S))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
+
+
+def _log_crash(what: str, exc: BaseException) -> None:
+    """Log an unexpected failure: its type, its message scrubbed and shortened, the frames."""
+    original = exc.original if isinstance(exc, _ToolCrash) else exc
+    message = scrub(clean_text(" ".join(str(original).split())))[:300]
+    frames = "".join(traceback.format_tb(original.__traceback__)[-8:])
+    log.error("harness: %s: %s: %s\n%s", what, type(original).__name__, message, frames)
+
+
+#: Markup in a tool's failure message (an HTML error page, tags) is not spoken.
+_MARKUP = re.compile(r"<[^>]{0,200}>")
+
+
+def _spoken_reason(text: str) -> str:
+    """A tool's own failure message (ToolError) fit to be spoken: no secrets, no markup, short."""
+    text = " ".join(_MARKUP.sub(" ", scrub(clean_text(text))).split())
+    if len(text) > MAX_REASON_CHARS:
+        text = text[: MAX_REASON_CHARS - 1].rsplit(" ", 1)[0].rstrip(" ,;:") + "…"
+    return text
+
+
+def _clean_value(value: Any) -> Any:
+    """:func:`clean_text` applied to every string (keys too) inside JSON-like data."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, Mapping):
+        return {clean_text(str(k)): _clean_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean_value(v) for v in value]
+    return value
+
+
 def _timeout_reason(tool: Tool) -> str:
     reason = f"timeout: {tool.name} took longer than {tool.timeout_s:g} s"
     if tool.side_effects:
@@ -921,7 +1142,11 @@ def _result_problem(tool: Tool, result: object) -> str:
     if len(result.text) > MAX_RESULT_CHARS:
         return f"the {tool.name} tool returned too much text ({len(result.text)} characters)"
     try:
-        json.dumps(dict(result.payload), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        return f"the {tool.name} tool returned a payload that is not JSON ({exc})"
+        encoded = json.dumps(dict(result.payload), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"the {tool.name} tool returned a payload that is not JSON ({type(exc).__name__})"
+    if len(encoded) > MAX_PAYLOAD_BYTES // 4 and len(encoded.encode("utf-8", "replace")) > (
+        MAX_PAYLOAD_BYTES
+    ):
+        return f"the {tool.name} tool returned too much data ({len(encoded)} characters)"
     return ""
