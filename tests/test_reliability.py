@@ -313,3 +313,73 @@ def test_tasks_of_a_journal_with_huge_times_and_blob_text_are_listed(tmp_path: P
     db.close()
     text = format_journal(path, verbose=True)
     assert "bad time" in text and "t1" in text
+
+
+# --- (7) replay of files at rates the assembler does not take ------------------------------
+
+
+@pytest.mark.parametrize("rate", [96000, 11025])
+def test_replay_resamples_an_uncommon_rate_once(
+    rate: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import soundfile
+
+    from venus_ros.cli import main
+
+    path = tmp_path / f"in{rate}.wav"
+    soundfile.write(str(path), np.zeros(rate * 3, np.float32), rate)
+    assert main(["replay", str(path), "--out", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    assert "resampling" in captured.err and captured.err.count("\n") == 1
+    assert "units" in captured.out and " 0 units" not in captured.out
+
+
+def test_replay_of_a_7_khz_file_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import soundfile
+
+    from venus_ros.cli import main
+
+    path = tmp_path / "in7k.wav"
+    soundfile.write(str(path), np.zeros(7000 * 3, np.float32), 7000)
+    assert main(["replay", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "7000 Hz" in err
+
+
+def test_an_offline_session_at_an_unsupported_rate_fails_once(tmp_path: Path) -> None:
+    from venus_ros.core.session import run_offline
+    from venus_ros.core.units import InputError
+    from venus_ros.frontends.scripted import Reply, Script, ScriptedFrontend
+
+    frontend = ScriptedFrontend(Script(replies=[Reply(text="hi", at_unit=1)]))
+    with pytest.raises(InputError, match="not supported"):
+        run_offline(np.zeros(96000 * 3, np.float32), 96000, frontend, clock=FakeClock())
+
+
+# --- (8) memory of long sessions ---------------------------------------------------------
+
+
+def test_a_long_offline_session_keeps_no_audio_and_a_bounded_heard_record() -> None:
+    from venus_ros.core.duplex import MAX_HEARD_TURNS
+    from venus_ros.core.session import SessionConfig, run_offline
+    from venus_ros.frontends.scripted import Reply, Script, ScriptedFrontend
+
+    turns = MAX_HEARD_TURNS + 20
+    script = Script(replies=[Reply(text=f"Turn {i} here.", at_unit=2 * i) for i in range(turns)])
+    clock = FakeClock()
+    session = run_offline(
+        np.zeros(16000 * (2 * turns + 4), np.float32),
+        16000,
+        ScriptedFrontend(script, clock),
+        clock=clock,
+        config=SessionConfig(keep_played_audio=False),
+    )
+    spoken = [r.speech for r in session.results if r.speech is not None]
+    assert len(spoken) >= turns
+    assert all(s.audio.strides in ((0,), ()) for s in spoken), "results still hold audio"
+    assert sum(s.samples for s in spoken) > 0 and not session.playback.played_audio
+    assert session.loop.heard_text(1) == ""  # forgotten: beyond the last MAX_HEARD_TURNS
+    assert session.loop.heard_text(turns) == f"Turn {turns - 1} here."
+    assert len(session.loop.heard_text().split("Turn")) - 1 == MAX_HEARD_TURNS

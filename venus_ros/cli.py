@@ -12,7 +12,7 @@ from venus_ros.core.clock import FakeClock
 from venus_ros.core.frontend import FrontendError
 from venus_ros.core.playback import render_played
 from venus_ros.core.session import SessionConfig, run_offline, summarize
-from venus_ros.core.units import InputError, VideoFrame
+from venus_ros.core.units import InputError, UnitConfig, VideoFrame, resample
 from venus_ros.paths import sample_path
 
 
@@ -83,8 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     bench = commands.add_parser("bench", help="print performance figures")
     bench.add_argument(
-        "suite", choices=["core", "ros", "speech", "harness", "frontend"], help="what to measure"
+        "suite",
+        choices=["core", "ros", "speech", "harness", "frontend", "soak", "fuzz", "gpu"],
+        help="what to measure (soak: the real graph for --minutes, default 60; fuzz: the "
+        "fuzz campaign for --minutes, default 10)",
     )
+    bench.add_argument("--out", type=Path, default=None, help="soak/fuzz: output folder")
     bench.add_argument(
         "--minutes",
         type=float,
@@ -99,6 +103,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     bench.add_argument("--tasks", type=int, default=64, help="harness: concurrent tasks")
     bench.add_argument("--heavy", type=int, default=16, help="harness: CPU-heavy tool tasks")
+    bench.add_argument(
+        "--tiny", action="store_true", help="gpu: the same code on CPU in seconds (tiny backbone)"
+    )
+    bench.add_argument("--units", type=int, default=5, help="gpu: units timed per mode")
+    bench.add_argument("--bandwidth", type=float, default=None, help="gpu: GPU memory GB/s")
+    bench.add_argument("--engines-root", type=Path, default=None, help="gpu: engines folder")
+
+    engines = commands.add_parser("engines", help="build, list and verify engines/ (ONNX)")
+    engines_sub = engines.add_subparsers(dest="engines_command", required=True)
+    for name, text in (
+        ("build", "export, quantise, check parity, write build/ and manifest.json"),
+        ("verify", "re-hash a built engine and re-check its parity on this host"),
+    ):
+        action = engines_sub.add_parser(name, help=text)
+        action.add_argument("names", nargs="*", help="engines (default: every spec)")
+        action.add_argument("--root", type=Path, default=None, help="engines folder")
+    listing = engines_sub.add_parser("list", help="every spec and whether it is built")
+    listing.add_argument("--root", type=Path, default=None, help="engines folder")
 
     _add_eval_parser(commands)
 
@@ -121,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     args = parser.parse_args(argv)
+    if args.command == "engines":
+        return _engines(args)
     if args.command == "eval":
         return _eval(args)
     if args.command == "train":
@@ -177,10 +201,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                     params_file=args.params_file,
                 )
             )
+        if args.suite == "gpu":
+            from venus_ros.bench.gpu import bench_gpu
+
+            return bench_gpu(
+                tiny=args.tiny,
+                units=args.units,
+                bandwidth_gb_s=args.bandwidth,
+                engines_root=args.engines_root,
+            )
         if args.suite == "ros":
             from venus_ros.bench.ros import bench_ros
 
             return bench_ros(seconds=60.0 if args.seconds is None else args.seconds)
+        if args.suite == "soak":
+            from venus_ros.bench.soak import bench_soak
+
+            return bench_soak(minutes=60.0 if args.minutes is None else args.minutes, out=args.out)
+        if args.suite == "fuzz":
+            from venus_ros.bench.fuzz import bench_fuzz
+
+            return bench_fuzz(minutes=10.0 if args.minutes is None else args.minutes, out=args.out)
         if args.suite == "harness":
             from venus_ros.bench.harness import bench_harness
 
@@ -203,6 +244,65 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FrontendError, InputError, OSError, ValueError) as exc:
         print(f"venus-ros {args.command}: {exc}", file=sys.stderr)
         return 2
+
+
+def _engines(args: argparse.Namespace) -> int:
+    """``venus-ros engines build|list|verify``."""
+    import logging
+
+    from venus_ros.engines.build import (
+        EngineError,
+        build_engine,
+        default_root,
+        list_engines,
+        verify_engine,
+    )
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger().setLevel(logging.WARNING)  # quantisation chatter
+    logging.getLogger("venus_ros").setLevel(logging.INFO)  # the one providers line
+    root = args.root or default_root()
+    try:
+        statuses = list_engines(root)
+    except OSError as exc:
+        print(f"venus-ros engines: {exc}", file=sys.stderr)
+        return 2
+    if args.engines_command == "list":
+        for status in statuses:
+            state = "built" if status.built else "not built"
+            if status.error:
+                state = f"invalid: {status.error}"
+            print(f"{status.name:12} {status.network:8} {','.join(status.variants):16} {state}")
+        return 0
+    names = args.names or [s.name for s in statuses]
+    unknown = sorted(set(names) - {s.name for s in statuses})
+    if unknown:
+        print(f"venus-ros engines: no spec for {', '.join(unknown)} in {root}", file=sys.stderr)
+        return 2
+    status = 0
+    for name in names:
+        if args.engines_command == "build":
+            try:
+                manifest = build_engine(root / name)
+            except EngineError as exc:
+                print(f"{name}: FAILED: {exc}", file=sys.stderr)
+                status = 1
+                continue
+            ref = manifest["reference"]
+            same = "no reference" if ref is None else f"identical to reference: {ref['identical']}"
+            parts = [
+                f"{v}: {e['bytes'] / 1e6:.2f} MB parity {e['parity']['max_abs_diff']:.1e}"
+                for v, e in manifest["variants"].items()
+            ]
+            print(
+                f"{name}: built ({same}; reproducible: {manifest['reproducible']}); "
+                + "; ".join(parts)
+            )
+        else:
+            problems = verify_engine(root / name)
+            print(f"{name}: " + ("ok" if not problems else "FAILED: " + "; ".join(problems)))
+            status = status or (1 if problems else 0)
+    return status
 
 
 def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
@@ -469,6 +569,10 @@ def eval_summary(metrics: dict, seconds: float | None = None) -> list[str]:
     return lines
 
 
+#: Sample rates ``replay`` resamples from (below 8 kHz a recording cannot carry speech well).
+MIN_REPLAY_RATE, MAX_REPLAY_RATE = 8000, 384000
+
+
 def _replay(audio_path: Path, video: Path | None, spec: str, out: Path) -> int:
     import soundfile
 
@@ -486,6 +590,17 @@ def _replay(audio_path: Path, video: Path | None, spec: str, out: Path) -> int:
         )
     audio = audio[:, 0]
     duration = len(audio) / rate
+    if audio.size == 0:
+        raise InputError("audio.samples", f"{audio_path} holds no samples")
+    if rate not in UnitConfig().supported_rates:
+        if not MIN_REPLAY_RATE <= rate <= MAX_REPLAY_RATE:
+            raise InputError(
+                "audio.sample_rate",
+                f"{audio_path} is sampled at {rate} Hz; replay reads "
+                f"{MIN_REPLAY_RATE}..{MAX_REPLAY_RATE} Hz (resample it first)",
+            )
+        print(f"replay: resampling {audio_path} from {rate} Hz to 16000 Hz", file=sys.stderr)
+        audio, rate = resample(audio, rate, 16000), 16000
     clock = FakeClock()
     frontend = make_frontend(spec, clock=clock)
     frames = _read_video(video, duration) if video else ()

@@ -57,6 +57,10 @@ from venus_ros.core.units import InputUnit
 
 #: Speech chunks kept for acknowledgement; older unacknowledged ones are given up on.
 MAX_UNACKED_CHUNKS = 64
+#: What :meth:`DuplexLoop.heard_text` keeps: the last this-many turns...
+MAX_HEARD_TURNS = 64
+#: ... and at most this many characters of each (a live session must not grow without bound).
+MAX_HEARD_CHARS = 8000
 
 
 class FloorState(str, enum.Enum):
@@ -185,6 +189,7 @@ class DuplexLoop:
         self._chunks: dict[int, SpeechChunk] = {}
         self._heard_samples: dict[int, int] = {}
         self._heard: dict[int, list[str]] = {}
+        self._heard_chars: dict[int, int] = {}
 
     # ------------------------------------------------------------------ other threads
     def offer_backend(self, reply: BackendReply) -> None:
@@ -236,7 +241,7 @@ class DuplexLoop:
             previous = _heard_prefix(chunk.text, before / chunk.samples)
             newly_heard = heard[len(previous) :]
             if newly_heard:
-                self._heard.setdefault(chunk.turn_id, []).append(newly_heard)
+                self._note_heard(chunk.turn_id, newly_heard)
             if ack.complete:
                 del self._chunks[ack.unit_index]
                 del self._heard_samples[ack.unit_index]
@@ -258,8 +263,25 @@ class DuplexLoop:
         self._report()
         return True
 
+    def _note_heard(self, turn_id: int, text: str) -> None:
+        """Keep ``text`` as heard in ``turn_id``, within the per-turn and turn-count bounds."""
+        if turn_id not in self._heard:
+            self._heard[turn_id] = []
+            self._heard_chars[turn_id] = 0
+            while len(self._heard) > MAX_HEARD_TURNS:
+                oldest = min(self._heard)
+                del self._heard[oldest], self._heard_chars[oldest]
+        room = MAX_HEARD_CHARS - self._heard_chars[turn_id]
+        if room > 0:
+            self._heard[turn_id].append(text[:room])
+            self._heard_chars[turn_id] += len(text[:room])
+
     def heard_text(self, turn_id: int | None = None) -> str:
-        """What the user has heard of one turn (or of all turns, joined), by playback acks."""
+        """What the user has heard of one turn (or of all turns, joined), by playback acks.
+
+        Only the last :data:`MAX_HEARD_TURNS` turns are kept, each up to about
+        :data:`MAX_HEARD_CHARS` characters.
+        """
         with self._lock:
             turns = [turn_id] if turn_id is not None else sorted(self._heard)
             return " ".join("".join(self._heard.get(t, [])).strip() for t in turns).strip()

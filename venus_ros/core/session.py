@@ -43,6 +43,10 @@ class SessionConfig:
         chunk_ms: microphone frame length fed to the assembler.
         timeline_window_s: timeline retention window.
         timeline_max_bytes: timeline byte bound.
+        keep_played_audio: record what the speaker played (``playback.played_audio``, for
+            an output WAV or an echo path). Off, a session's memory no longer grows with its
+            length: unit results never hold audio (their speech keeps its text and sample
+            count), and played audio is dropped once played.
     """
 
     units: UnitConfig = field(default_factory=UnitConfig)
@@ -50,6 +54,7 @@ class SessionConfig:
     chunk_ms: int = 20
     timeline_window_s: float = 600.0
     timeline_max_bytes: int = 32 << 20
+    keep_played_audio: bool = True
 
     def __post_init__(self) -> None:
         if not 1 <= self.chunk_ms <= 1000:
@@ -113,7 +118,7 @@ def run_offline(
     config = config or SessionConfig()
     timeline = Timeline(clock, config.timeline_window_s, config.timeline_max_bytes)
     loop = DuplexLoop(frontend, timeline, clock, config.duplex)
-    playback = PlaybackQueue(frontend.output_sample_rate, record=True)
+    playback = PlaybackQueue(frontend.output_sample_rate, record=config.keep_played_audio)
     assembler = UnitAssembler(config.units)
     session = SessionResult(loop, timeline, playback, assembler)
     due_replies: list[tuple[float, int, BackendReply]] = []
@@ -144,11 +149,14 @@ def run_offline(
         step_wall = time.perf_counter()
         result = loop.step(unit)
         session.frontend_s.append(max(0.0, time.perf_counter() - step_wall - result.overhead_s))
-        session.results.append(result)
         if result.flush:
             _acknowledge(loop, playback.flush(clock.now()))
         if result.speech is not None:
             playback.enqueue(result.speech, clock.now())
+            # The playback queue owns the samples now; the result keeps their count only.
+            silent = np.broadcast_to(np.float32(0.0), (result.speech.samples,))
+            result = replace(result, speech=replace(result.speech, audio=silent))
+        session.results.append(result)
         for request in result.delegates:
             session.delegates.append(request)
             answer = on_delegate(request) if on_delegate else None
@@ -168,6 +176,8 @@ def run_offline(
         try:
             assembler.push_audio(chunk, sample_rate)
         except InputError as exc:
+            if exc.field == "audio.sample_rate":  # every chunk would fail alike: say it once
+                raise
             session.input_errors += 1
             silence = exc.field == "audio.samples"  # keep time honest: the gap stays a gap
             if silence:
