@@ -383,3 +383,36 @@ def test_a_long_offline_session_keeps_no_audio_and_a_bounded_heard_record() -> N
     assert session.loop.heard_text(1) == ""  # forgotten: beyond the last MAX_HEARD_TURNS
     assert session.loop.heard_text(turns) == f"Turn {turns - 1} here."
     assert len(session.loop.heard_text().split("Turn")) - 1 == MAX_HEARD_TURNS
+
+
+# --- (6) configuration and model files that are not what they claim ------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "version: 1\n? [a, b]\n: 1\n",
+        "version: 1\n? {a: 1}\n: 1\n",
+        "version: 1\nenabled: " + "[" * 5000 + "]" * 5000 + "\n",
+        "version: 1\ntools: " + "{a: " * 5000 + "1" + "}" * 5000 + "\n",
+        "version: 1\ntools: " + "- " * 200 + "x\n",
+    ],
+    ids=["list-key", "mapping-key", "deep-list", "deep-mapping", "deep-block"],
+)
+def test_odd_tool_configs_are_clear_errors(text: str, tmp_path: Path) -> None:
+    from venus_ros.harness.toolconfig import ToolConfigError, load_tool_config
+
+    path = tmp_path / "tools.yaml"
+    path.write_text(text)
+    with pytest.raises(ToolConfigError, match=str(path)):
+        load_tool_config(path)
+
+
+def test_a_file_that_is_not_onnx_as_the_floor_model_is_a_clear_error(tmp_path: Path) -> None:
+    from venus_ros.core.frontend import FrontendError
+    from venus_ros.frontends import make_frontend
+
+    path = tmp_path / "floor.onnx"
+    path.write_bytes(b"this is not a protobuf")
+    with pytest.raises((FrontendError, ValueError), match="not a valid ONNX model"):
+        make_frontend(f"floor:model={path}")

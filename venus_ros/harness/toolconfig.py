@@ -280,6 +280,13 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     seen: set[Any] = set()
     for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):  # a list or mapping as a key
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                "a mapping key must be a plain value, not a list or mapping",
+                key_node.start_mark,
+            )
         key = loader.construct_object(key_node)
         if key in seen:
             raise yaml.constructor.ConstructorError(
@@ -310,7 +317,31 @@ def load_tool_config(path: str | os.PathLike[str]) -> ToolConfig:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ToolConfigError(f"{source}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ToolConfigError(f"{source}: nested too deeply to be a tool configuration") from None
     return parse_tool_config(data, source)
+
+
+#: Deepest nesting a tool configuration may have (schemas included); deeper is an error.
+MAX_DEPTH = 64
+
+
+def _depth(data: Any) -> int:
+    """How deeply ``data`` nests mappings and lists (iteratively: no recursion limit)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children = list(value.values())
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def parse_tool_config(data: Any, source: str = "<tool config>") -> ToolConfig:
@@ -323,10 +354,14 @@ def parse_tool_config(data: Any, source: str = "<tool config>") -> ToolConfig:
         raise ToolConfigError(
             f"{source}: the tool configuration must be a mapping, got {type(data).__name__}"
         )
+    if _depth(data) > MAX_DEPTH:
+        raise ToolConfigError(f"{source}: nested more than {MAX_DEPTH} levels deep")
     try:
         config = ToolConfig.model_validate(data)
     except ValidationError as exc:
         raise ToolConfigError(_describe(source, exc)) from None
+    except RecursionError:
+        raise ToolConfigError(f"{source}: nested too deeply to be a tool configuration") from None
     problems = _cross_check(config)
     if problems:
         raise ToolConfigError(_listing(source, problems))

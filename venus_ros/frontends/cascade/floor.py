@@ -477,9 +477,15 @@ class TrainedFloorPolicy(FloorPolicy):
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        self._session = ort.InferenceSession(
-            str(self.path), options, providers=["CPUExecutionProvider"]
-        )
+        try:
+            self._session = ort.InferenceSession(
+                str(self.path), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own types for a file it cannot read
+            detail = " ".join(str(exc).split())[:200]
+            raise ValueError(
+                f"floor model {self.path} is not a valid ONNX model ({detail})"
+            ) from None
         meta = dict(self._session.get_modelmeta().custom_metadata_map)
         self.metadata: Mapping[str, str] = meta
         version = int(meta.get("feature_version", "-1"))
