@@ -38,3 +38,39 @@ def module_probe() -> Iterator[Any]:
 
     with make_probe() as p:
         yield p
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if a test left a child process running (and stop it).
+
+    The processes started through tests/rosproc.py are stopped and named first; any other
+    child of this process still alive then (a node started some other way) is killed and named.
+    """
+    import sys
+
+    survivors: list[str] = []
+    rosproc = sys.modules.get("rosproc")
+    if rosproc is not None:
+        survivors += rosproc.stop_started()
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil is a dependency of the package
+        psutil = None
+    if psutil is not None:
+        for child in psutil.Process().children(recursive=True):
+            try:
+                if child.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                survivors.append(f"{' '.join(child.cmdline()[:4])} (pid {child.pid})")
+                child.kill()
+            except psutil.Error:
+                continue
+    if survivors:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = "child processes still running at the end of the run (stopped now): "
+        message += "; ".join(survivors)
+        if reporter is not None:
+            reporter.write_line(f"ERROR: {message}", red=True)
+        else:
+            print(f"ERROR: {message}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -5,6 +5,10 @@ write their output to files (a pipe could fill up), and are stopped with SIGINT,
 after a timeout. Every node runs in a namespace of its own (all venus topics are relative), so
 runs that share a domain cannot cross-talk: a probe's (a test node with its own Context and
 executor), or a fresh one. Waits are on conditions with bounded deadlines, never fixed sleeps.
+
+Every process started here is remembered: a probe stops the processes it watched when it is
+torn down, and :func:`stop_started` (called by conftest.py at the end of the session) stops any
+that are left and names them, so that no test can leave a node running after the run.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 STOP_TIMEOUT_S = 10.0
 #: How much of a process's output a failure message quotes.
 _TAIL_CHARS = 4000
+#: Every process :func:`start_process` started in this session, in start order.
+_STARTED: list[NodeProcess] = []
 
 
 def unique_namespace() -> str:
@@ -107,7 +113,18 @@ def start_process(
             stdout=stdout,
             stderr=stderr,
         )
-    return NodeProcess(proc, out, err, name, namespace)
+    node = NodeProcess(proc, out, err, name, namespace)
+    _STARTED.append(node)
+    return node
+
+
+def stop_started() -> list[str]:
+    """Stop every process started here that still runs; the names of those that did."""
+    left = [p for p in _STARTED if p.proc.poll() is None]
+    for node in left:
+        node.stop(timeout=5.0)
+    _STARTED[:] = [p for p in _STARTED if p.proc.poll() is None]
+    return [f"{p.name} (pid {p.proc.pid}, {p.namespace or 'no namespace'})" for p in left]
 
 
 def start_node(
@@ -259,9 +276,12 @@ def make_probe() -> Iterator[Probe]:
     node = rclpy.create_node("probe", namespace=unique_namespace(), context=context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
+    probe = Probe(node, executor, node.get_namespace())
     try:
-        yield Probe(node, executor, node.get_namespace())
+        yield probe
     finally:
+        for watched in probe.watched:  # whatever the test left running ends with its probe
+            watched.stop()
         executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown(context=context)

@@ -416,3 +416,44 @@ def test_a_file_that_is_not_onnx_as_the_floor_model_is_a_clear_error(tmp_path: P
     path.write_bytes(b"this is not a protobuf")
     with pytest.raises((FrontendError, ValueError), match="not a valid ONNX model"):
         make_frontend(f"floor:model={path}")
+
+
+# --- (10) the test suite leaves no process behind ------------------------------------------
+
+
+def test_a_probe_stops_the_processes_it_watched(tmp_path: Path) -> None:
+    from rosproc import make_probe, start_process
+
+    with make_probe() as probe:
+        sleeper = start_process(["sleep", "60"], tmp_path, "sleeper")
+        probe.watched.append(sleeper)
+    assert sleeper.proc.poll() is not None, "the probe's teardown left its process running"
+
+
+def test_the_session_fails_when_a_test_leaves_a_child_running(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_leak.py").write_text(
+        "import subprocess\n"
+        "from rosproc import start_process\n\n"
+        "def test_leaks(tmp_path):\n"
+        "    start_process(['sleep', '60'], tmp_path, 'leaked_sleeper')\n"
+        "    subprocess.Popen(['sleep', '61'])\n"
+    )
+    tests = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)])}
+    options = ["-q", "-p", "no:cacheprovider", "-p", "conftest", "--rootdir", str(tmp_path)]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", *options, str(tmp_path / "test_leak.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "still running at the end of the run" in run.stdout
+    assert "leaked_sleeper" in run.stdout and "sleep 61" in run.stdout
+    assert "1 passed" in run.stdout  # the test itself passed: only the leak fails the run
