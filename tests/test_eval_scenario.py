@@ -378,3 +378,45 @@ def test_load_suite_errors(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError) as info:
         load_suite(tmp_path)
     assert (info.value.sample, info.value.key) == ("zz_broken", "expected_tool_calls")
+
+
+def test_bad_input_from_issue_13_gives_clear_errors(tmp_path: Path) -> None:
+    # A 400-digit time: json gives an int that float() cannot hold.
+    huge = json.dumps(valid_metadata("turn_taking")).replace('"end": 1.5', '"end": ' + "9" * 400)
+    write_raw(tmp_path / "huge", None, raw=huge.encode())
+    with pytest.raises(ScenarioError, match=r"turns\[0\]\.end.*400-digit"):
+        load_sample(tmp_path / "huge")
+    # Very deep JSON.
+    write_raw(tmp_path / "deep", None, raw=b"[" * 100_000 + b"]" * 100_000)
+    with pytest.raises(ScenarioError, match="too deeply"):
+        load_sample(tmp_path / "deep")
+    # A 0-sample input.wav.
+    empty = write_raw(tmp_path / "empty", valid_metadata("turn_taking"), wav=False)
+    sf.write(str(empty / "input.wav"), np.zeros(0, np.float32), INPUT_RATE, subtype="PCM_16")
+    with pytest.raises(ScenarioError, match="no samples"):
+        load_sample(empty)
+    # Turns or an overlap past the end of the audio (2 s of tone).
+    late = valid_metadata("backchannel")
+    late["turns"] = [{"start": 1.0, "end": 3.5, "text": "mm-hmm"}]
+    write_raw(tmp_path / "late", late)
+    with pytest.raises(ScenarioError, match=r"turns\[0\]\.end.*past the end"):
+        load_sample(tmp_path / "late")
+    late["turns"] = [dict(TURN)]
+    late["overlap"] = [1.0, 2.5]
+    write_raw(tmp_path / "late2", late)
+    with pytest.raises(ScenarioError, match=r"overlap\[1\].*past the end"):
+        load_sample(tmp_path / "late2")
+
+
+def test_clean_audio_is_the_file_or_the_input_without_the_overlap(tmp_path: Path) -> None:
+    meta = valid_metadata("backchannel")
+    folder = write_raw(tmp_path / "s", meta)
+    sample = load_sample(folder)
+    clean, rate = sample.clean_audio()
+    audio, _ = sample.load_audio()
+    lo, hi = round(0.5 * rate), round(1.5 * rate)
+    assert not clean[lo:hi].any() and np.array_equal(clean[hi:], audio[hi:])
+    sf.write(str(folder / "clean_input.wav"), tone(2.0) * 0.5, INPUT_RATE, subtype="PCM_16")
+    given, _ = load_sample(folder).clean_audio()
+    assert given[lo:hi].any()
+    assert load_sample(write_raw(tmp_path / "t", valid_metadata("pause"))).clean_audio() is None

@@ -200,3 +200,61 @@ def test_rclpy_scan_finds_imports_at_any_depth(source: str, found: list[int]) ->
 def test_source_never_imports_rclpy(path: str) -> None:
     lines = rclpy_imports((ROOT / path).read_text(encoding="utf-8"), filename=path)
     assert lines == [], f"{path} imports rclpy at line(s) {lines}"
+
+
+#: The evaluation never grades with the code it grades: its metrics, judges and synthesizer
+#: import nothing from these packages (anywhere in the file). Only the runner drives them.
+EVAL_UNTOUCHABLE = ("venus_ros.harness", "venus_ros.frontends", "venus_ros.training")
+EVAL_DRIVERS = ("venus_ros/eval/runner.py",)
+EVAL_FILES = sorted(
+    p.relative_to(ROOT).as_posix()
+    for p in (ROOT / "venus_ros" / "eval").rglob("*.py")
+    if "__pycache__" not in p.parts and p.relative_to(ROOT).as_posix() not in EVAL_DRIVERS
+)
+
+
+def package_imports(source: str, packages: tuple[str, ...], filename: str = "<source>") -> list:
+    """``(line, module)`` of every absolute or relative import of ``packages`` in ``source``."""
+
+    def hit(name: str | None) -> bool:
+        return name is not None and any(name == p or name.startswith(p + ".") for p in packages)
+
+    found = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if hit(a.name)]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:  # relative to venus_ros/eval: one level is eval, two is venus_ros
+                base = "venus_ros" if node.level == 2 else "venus_ros.eval"
+                module = f"{base}.{module}" if module else base
+            names = [module] + [f"{module}.{a.name}" for a in node.names]
+            if any(hit(n) for n in names):
+                found.append((node.lineno, module))
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            arg = node.args[0]
+            if name in ("import_module", "__import__") and isinstance(arg, ast.Constant):
+                if isinstance(arg.value, str) and hit(arg.value):
+                    found.append((node.lineno, arg.value))
+    return sorted(found)
+
+
+def test_eval_scan_finds_imports_of_what_it_grades() -> None:
+    source = (
+        "from venus_ros.harness.tools import X\ndef f():\n    import venus_ros.frontends\n"
+        "from .. import training\nimport venus_ros.harnessx\n"
+    )
+    assert [line for line, _ in package_imports(source, EVAL_UNTOUCHABLE)] == [1, 3, 4]
+
+
+def test_eval_drivers_exist_and_the_rule_covers_the_rest() -> None:
+    assert all((ROOT / p).is_file() for p in EVAL_DRIVERS)
+    assert "venus_ros/eval/metrics.py" in EVAL_FILES and "venus_ros/eval/synth.py" in EVAL_FILES
+
+
+@pytest.mark.parametrize("path", EVAL_FILES)
+def test_eval_imports_nothing_it_grades(path: str) -> None:
+    found = package_imports((ROOT / path).read_text(encoding="utf-8"), EVAL_UNTOUCHABLE, path)
+    assert found == [], f"{path} imports {found}: only {EVAL_DRIVERS} may drive those packages"

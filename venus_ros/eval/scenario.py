@@ -203,6 +203,33 @@ class Sample:
             ) from exc
         return np.ascontiguousarray(audio[:, 0]), int(rate)
 
+    @property
+    def clean_path(self) -> Path:
+        """FDB v1.5's ``clean_input.wav``: the input without the overlap event."""
+        return self.folder / CLEAN_WAV
+
+    def clean_audio(self) -> tuple[np.ndarray, int] | None:
+        """The input without the overlap event: ``clean_input.wav`` when the sample has one,
+        else (a noise-free synthetic sample, where the overlap is the only speech in its span)
+        ``input.wav`` with the overlap's span silenced; None without an overlap.
+
+        Raises:
+            ScenarioError: a file is missing, unreadable or not mono.
+        """
+        if self.clean_path.is_file():
+            _wav_info(self.id, self.clean_path)
+            try:
+                audio, rate = sf.read(str(self.clean_path), dtype="float32", always_2d=True)
+            except (sf.SoundFileError, OSError, RuntimeError) as exc:
+                raise ScenarioError(self.id, CLEAN_WAV, f"cannot read: {exc}") from exc
+            return np.ascontiguousarray(audio[:, 0]), int(rate)
+        if self.overlap is None:
+            return None
+        audio, rate = self.load_audio()
+        clean = audio.copy()
+        clean[round(self.overlap[0] * rate) : round(self.overlap[1] * rate)] = 0.0
+        return clean, rate
+
     def to_metadata(self) -> dict[str, Any]:
         """The sample as a ``metadata.json`` object (unknown keys included); parses back equal."""
         data: dict[str, Any] = dict(self.extra)
@@ -251,7 +278,12 @@ def _time(sample: str, key: str, value: Any) -> float:
     """A finite, non-negative number of seconds."""
     if not _is_number(value):
         raise ScenarioError(sample, key, f"must be a number of seconds, got {value!r}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:
+        raise ScenarioError(
+            sample, key, f"must be a finite number of seconds, got a {len(str(value))}-digit int"
+        ) from None
     if not math.isfinite(value):
         raise ScenarioError(sample, key, f"must be finite, got {value!r}")
     if value < 0:
@@ -436,6 +468,10 @@ def _read_json(sample: str, key: str, path: Path) -> Any:
         raise ScenarioError(sample, key, f"{path} is not valid UTF-8: {exc}") from exc
     try:
         return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ScenarioError(
+            sample, key, f"{path} nests JSON too deeply to read (more than ~1000 levels)"
+        ) from None
     except ValueError as exc:
         raise ScenarioError(sample, key, f"{path} is not valid JSON: {exc}") from exc
 
@@ -472,10 +508,36 @@ def load_sample(folder: Path) -> Sample:
     if not meta_path.is_file():
         raise ScenarioError(sample, METADATA_JSON, f"missing: {meta_path}")
     parsed = parse_metadata(sample, folder, _read_json(sample, METADATA_JSON, meta_path))
-    _wav_info(sample, folder / INPUT_WAV)
+    info = _wav_info(sample, folder / INPUT_WAV)
+    if info.frames == 0:
+        raise ScenarioError(sample, INPUT_WAV, f"{folder / INPUT_WAV} holds no samples")
     if (folder / CLEAN_WAV).exists():
         _wav_info(sample, folder / CLEAN_WAV)
+    _check_within(parsed, info.frames / info.samplerate)
     return parsed
+
+
+#: Times may reach this far past the end of ``input.wav`` (rounding of hand-written times).
+END_SLACK_S = 0.05
+
+
+def _check_within(sample: Sample, duration: float) -> None:
+    """Every turn and the overlap must lie inside the audio (a sample that scores speech that
+    is not there would be scored as valid)."""
+    limit = duration + END_SLACK_S
+    for i, turn in enumerate(sample.turns):
+        if turn.end > limit:
+            raise ScenarioError(
+                sample.id,
+                f"turns[{i}].end",
+                f"{turn.end:g} s is past the end of input.wav ({duration:.3f} s)",
+            )
+    if sample.overlap is not None and sample.overlap[1] > limit:
+        raise ScenarioError(
+            sample.id,
+            "overlap[1]",
+            f"{sample.overlap[1]:g} s is past the end of input.wav ({duration:.3f} s)",
+        )
 
 
 def parse_tools(data: Any, source: str = TOOLS_JSON) -> tuple[ToolSpec, ...]:

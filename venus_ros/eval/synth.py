@@ -8,6 +8,21 @@ the same arguments give byte-identical files on the same installation, and a cat
 do not depend on which other categories are asked for. ``voices="espeak"`` keeps a suite
 reproducible without the optional piper extra.
 
+Suites the system was not fitted to: every phrase family (templates and lexicons) and the
+voices come in two disjoint parts (:data:`FAMILIES`). ``split="train"`` draws from the training
+part (the banks in this module, which the floor policy learnt from) with training seeds;
+``split="eval"`` (the default) from :mod:`venus_ros.eval.phrases_eval` and voices training never
+heard. Numbers and durations come from a general generator (:mod:`venus_ros.eval.numbers`:
+compound numbers, "a minute and a half", "a quarter of an hour", digits), never from the words
+some component is known to parse; this module imports nothing from the harness, the frontends or
+the training code (a layering test enforces it). The evaluation part's assistant answers are
+several sentences long; the pauses between them are the frontend's text to speech's (espeak-ng:
+about 0.3-0.4 s), as the runner has the frontend itself speak the scripted turn.
+
+With ``noise``, an overlap sample also gets ``clean_input.wav`` in FDB v1.5's meaning: the same
+input without the overlap event (room noise kept). Without noise it is not written: the clean
+input is then the input with the overlap's span silenced (:meth:`Sample.clean_audio`).
+
 What each category holds (the user channel only: the assistant's speech is never in
 ``input.wav``; the runner plays ``assistant_turns`` and adds echo itself):
 
@@ -38,6 +53,8 @@ from typing import Any
 
 import numpy as np
 
+from venus_ros.eval import phrases_eval
+from venus_ros.eval.numbers import number_words, spoken_duration
 from venus_ros.eval.scenario import (
     CATEGORIES,
     INPUT_RATE,
@@ -126,7 +143,7 @@ COMPACT_TIMING = Timing(
     overlap_delay_s=(2.0, 2.0),
     pause_s=(1.0, 1.0),
     trailing_s=(2.0, 2.0),
-    overlap_total_s=(0.0, 12.0),
+    overlap_total_s=(0.0, 10.0),
     rate_wpm=(165, 190),
 )
 #: The least silence after a ``turn_taking`` question, whatever the timing.
@@ -376,18 +393,6 @@ OBJECTS: tuple[str, ...] = (
     "newspaper",
 )
 ROOMS: tuple[str, ...] = ("kitchen", "living room", "bedroom", "bathroom", "office", "hallway")
-#: Spoken timer amounts the harness router reads (words it knows), with their values.
-AMOUNTS: tuple[tuple[str, int], ...] = (
-    ("two", 2),
-    ("three", 3),
-    ("five", 5),
-    ("ten", 10),
-    ("fifteen", 15),
-    ("twenty", 20),
-    ("thirty", 30),
-    ("forty", 40),
-)
-UNITS: tuple[tuple[str, int], ...] = (("minutes", 60), ("seconds", 1), ("hours", 3600))
 #: City -> IANA zone for clock requests (expected arguments use the IANA name).
 ZONES: tuple[tuple[str, str], ...] = (
     ("Paris", "Europe/Paris"),
@@ -404,13 +409,128 @@ _OPS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: The two parts of every phrase family and of the voices.
+SPLITS: tuple[str, ...] = ("train", "eval")
+
+
+@dataclass(frozen=True)
+class Families:
+    """One part (``train`` or ``eval``) of every phrase family (templates and lexicons) and of
+    the voices. The parts are disjoint (a test proves it); :func:`synthesize` draws from one."""
+
+    assistant_texts: tuple[str, ...]
+    backchannels: tuple[str, ...]
+    interruptions: tuple[str, ...]
+    other_names: tuple[str, ...]
+    vocatives: tuple[str, ...]
+    side_comments: tuple[str, ...]
+    background_talk: tuple[str, ...]
+    background_tv: tuple[str, ...]
+    paused_sentences: tuple[tuple[str, str], ...]
+    questions: tuple[str, ...]
+    delegate_yes: tuple[str, ...]
+    delegate_no: tuple[str, ...]
+    fillers: tuple[str, ...]
+    locations: tuple[str, ...]
+    objects: tuple[str, ...]
+    rooms: tuple[str, ...]
+    zones: tuple[tuple[str, str], ...]
+    ops: tuple[tuple[str, str], ...]
+    espeak_voices: tuple[str, ...]
+    piper: bool
+
+
+#: The training part is the banks above (the floor policy was trained on them); the evaluation
+#: part is :mod:`venus_ros.eval.phrases_eval`, written later and never trained on.
+FAMILIES: Mapping[str, Families] = {
+    "train": Families(
+        ASSISTANT_TEXTS,
+        BACKCHANNELS,
+        INTERRUPTIONS,
+        OTHER_NAMES,
+        VOCATIVES,
+        SIDE_COMMENTS,
+        BACKGROUND_TALK,
+        BACKGROUND_TV,
+        PAUSED_SENTENCES,
+        QUESTIONS,
+        DELEGATE_YES,
+        DELEGATE_NO,
+        FILLERS,
+        LOCATIONS,
+        OBJECTS,
+        ROOMS,
+        ZONES,
+        _OPS,
+        ESPEAK_VOICES,
+        piper=False,
+    ),
+    "eval": Families(
+        phrases_eval.ASSISTANT_TEXTS,
+        phrases_eval.BACKCHANNELS,
+        phrases_eval.INTERRUPTIONS,
+        phrases_eval.OTHER_NAMES,
+        phrases_eval.VOCATIVES,
+        phrases_eval.SIDE_COMMENTS,
+        phrases_eval.BACKGROUND_TALK,
+        phrases_eval.BACKGROUND_TV,
+        phrases_eval.PAUSED_SENTENCES,
+        phrases_eval.QUESTIONS,
+        phrases_eval.DELEGATE_YES,
+        phrases_eval.DELEGATE_NO,
+        phrases_eval.FILLERS,
+        phrases_eval.LOCATIONS,
+        phrases_eval.OBJECTS,
+        phrases_eval.ROOMS,
+        phrases_eval.ZONES,
+        phrases_eval.OPS,
+        phrases_eval.ESPEAK_VOICES,
+        piper=True,
+    ),
+}
+
+
+_TIMER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "seconds": {"type": "number", "exclusiveMinimum": 0, "description": "duration, seconds"},
+        "label": {"type": "string", "maxLength": 80, "description": "what the timer is for"},
+    },
+    "required": ["seconds"],
+    "additionalProperties": False,
+}
+_CALCULATOR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "expression": {
+            "type": "string",
+            "minLength": 1,
+            "description": "an arithmetic expression with + - * / and parentheses",
+        }
+    },
+    "required": ["expression"],
+    "additionalProperties": False,
+}
+_CLOCK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "timezone": {
+            "type": "string",
+            "minLength": 1,
+            "description": "IANA time zone such as 'Europe/Paris'; default: local time",
+        }
+    },
+    "additionalProperties": False,
+}
+
+
 def suite_tools() -> tuple[ToolSpec, ...]:
     """The tool set of synthesized ``tool_use`` suites (written to ``tools.json``).
 
-    ``timer``, ``calculator`` and ``clock`` have the names and argument schemas of the harness
-    built-ins (:mod:`venus_ros.harness.tools`); the robot tools take lower-case names.
+    ``timer``, ``calculator`` and ``clock`` are common assistant tools (the suite defines their
+    schemas itself: the evaluation never reads the harness's); the robot tools take lower-case
+    names.
     """
-    from venus_ros.harness.tools import CALCULATOR_SCHEMA, CLOCK_SCHEMA, TIMER_SCHEMA
 
     def strings(**props: str) -> dict[str, Any]:
         return {
@@ -427,19 +547,19 @@ def suite_tools() -> tuple[ToolSpec, ...]:
         ToolSpec(
             "timer",
             "Sets a timer or reminder that speaks when it is due.",
-            _plain(TIMER_SCHEMA),
+            _TIMER_SCHEMA,
             "The timer is set.",
         ),
         ToolSpec(
             "calculator",
             "Evaluates an arithmetic expression exactly.",
-            _plain(CALCULATOR_SCHEMA),
+            _CALCULATOR_SCHEMA,
             "42",
         ),
         ToolSpec(
             "clock",
             "Tells the current time and date, optionally in a given time zone.",
-            _plain(CLOCK_SCHEMA),
+            _CLOCK_SCHEMA,
             "It is 10:30 AM.",
         ),
         ToolSpec(
@@ -458,15 +578,6 @@ def suite_tools() -> tuple[ToolSpec, ...]:
     )
 
 
-def _plain(value: Any) -> Any:
-    """A JSON-ready deep copy (mappings become dicts)."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 # --- tool-use requests -----------------------------------------------------------------------
 
 
@@ -477,8 +588,8 @@ class _Request:
     disfluencies: tuple[str, ...]
 
 
-def _filler(rng: np.random.Generator) -> str:
-    return str(rng.choice(FILLERS))
+def _filler(rng: np.random.Generator, fam: Families) -> str:
+    return str(rng.choice(fam.fillers))
 
 
 def _pick(rng: np.random.Generator, items: Sequence[Any], avoid: Any = None) -> Any:
@@ -486,114 +597,173 @@ def _pick(rng: np.random.Generator, items: Sequence[Any], avoid: Any = None) -> 
     return choices[int(rng.integers(len(choices)))]
 
 
-def _timer_request(rng: np.random.Generator) -> _Request:
-    unit_word, unit_s = UNITS[int(rng.choice(3, p=[0.7, 0.2, 0.1]))]
-    amounts = AMOUNTS[:4] if unit_s == 3600 else AMOUNTS
-    word, value = _pick(rng, amounts)
-    wrong_word, _ = _pick(rng, amounts, avoid=(word, value))
-    f = _filler(rng)
-    forms = (
-        (f"Set a timer for {wrong_word}, no, {word} {unit_word}.", ("self_correction",)),
-        (f"{f.capitalize()}, set a timer for {word} {unit_word}.", ("filler",)),
-        (
-            f"Can you, {f}, start a timer for {wrong_word}, sorry, {word} {unit_word}?",
-            ("filler", "self_correction"),
-        ),
-        (f"Remind me in, {f}, {word} {unit_word}.", ("filler",)),
-        (f"Put a, put a timer on for {word} {unit_word}, please.", ("false_start",)),
-        (
-            f"Timer for {wrong_word} {unit_word}, {f}, actually make it {word} {unit_word}.",
-            ("filler", "self_correction"),
-        ),
-    )
-    text, kinds = forms[int(rng.integers(len(forms)))]
-    return _Request(text, ({"name": "timer", "arguments": {"seconds": value * unit_s}},), kinds)
+def _form(rng: np.random.Generator, forms: Sequence[tuple[str, tuple[str, ...]]]) -> Any:
+    return forms[int(rng.integers(len(forms)))]
 
 
-def _calculator_request(rng: np.random.Generator) -> _Request:
-    op_word, op = _OPS[int(rng.integers(len(_OPS)))]
+def _timer_request(rng: np.random.Generator, fam: Families, split: str) -> _Request:
+    words, seconds = spoken_duration(rng)
+    wrong, wrong_s = spoken_duration(rng)
+    while wrong_s == seconds:
+        wrong, wrong_s = spoken_duration(rng)
+    f = _filler(rng, fam)
+    if split == "train":
+        forms = (
+            (f"Set a timer for {wrong}, no, {words}.", ("self_correction",)),
+            (f"{f.capitalize()}, set a timer for {words}.", ("filler",)),
+            (
+                f"Can you, {f}, start a timer for {wrong}, sorry, {words}?",
+                ("filler", "self_correction"),
+            ),
+            (f"Remind me in, {f}, {words}.", ("filler",)),
+            (f"Put a, put a timer on for {words}, please.", ("false_start",)),
+        )
+    else:
+        forms = (
+            (f"I need a timer, {f}, {words} should do.", ("filler",)),
+            (f"Count down {wrong}, uh, scratch that, {words}.", ("self_correction",)),
+            (f"Could you time, time {words} for me?", ("false_start",)),
+            (f"Let me know when {words} have passed, {f}.", ("filler",)),
+            (f"Alarm in {wrong}, I mean, {words}, please.", ("self_correction",)),
+        )
+    text, kinds = _form(rng, forms)
+    return _Request(text, ({"name": "timer", "arguments": {"seconds": seconds}},), kinds)
+
+
+def _operand(rng: np.random.Generator, value: int, split: str) -> str:
+    return number_words(value) if split == "eval" and rng.random() < 0.5 else str(value)
+
+
+def _calculator_request(rng: np.random.Generator, fam: Families, split: str) -> _Request:
+    op_word, op = fam.ops[int(rng.integers(len(fam.ops)))]
     b = int(rng.integers(2, 13))
     a = b * int(rng.integers(2, 13)) if op == "/" else int(rng.integers(2, 100))
-    wrong_word, _ = _pick(rng, _OPS, avoid=(op_word, op))
-    f = _filler(rng)
-    forms = (
-        (f"What's {a} {wrong_word}, sorry, {a} {op_word} {b}?", ("self_correction",)),
-        (f"{f.capitalize()}, what is {a} {op_word} {b}?", ("filler",)),
-        (f"How much is, {f}, {a} {op_word} {b}?", ("filler",)),
-        (f"Can you, could you work out {a} {op_word} {b}?", ("false_start",)),
-        (f"Calculate {a} {op_word}, {f}, {b} for me.", ("filler",)),
-    )
-    text, kinds = forms[int(rng.integers(len(forms)))]
+    wrong_word, _ = _pick(rng, fam.ops, avoid=(op_word, op))
+    f = _filler(rng, fam)
+    x, y = _operand(rng, a, split), _operand(rng, b, split)
+    if split == "train":
+        forms = (
+            (f"What's {x} {wrong_word}, sorry, {x} {op_word} {y}?", ("self_correction",)),
+            (f"{f.capitalize()}, what is {x} {op_word} {y}?", ("filler",)),
+            (f"How much is, {f}, {x} {op_word} {y}?", ("filler",)),
+            (f"Can you, could you work out {x} {op_word} {y}?", ("false_start",)),
+            (f"Calculate {x} {op_word}, {f}, {y} for me.", ("filler",)),
+        )
+    else:
+        forms = (
+            (f"Quick sum, {f}, {x} {op_word} {y}?", ("filler",)),
+            (f"Do {x} {wrong_word}, no wait, {x} {op_word} {y}.", ("self_correction",)),
+            (f"What do you get, what do I get for {x} {op_word} {y}?", ("false_start",)),
+            (f"{f.capitalize()}, {x} {op_word} {y} is how much?", ("filler",)),
+        )
+    text, kinds = _form(rng, forms)
     call = {"name": "calculator", "arguments": {"expression": f"{a} {op} {b}"}}
     return _Request(text, (call,), kinds)
 
 
-def _clock_request(rng: np.random.Generator) -> _Request:
-    f = _filler(rng)
+def _clock_request(rng: np.random.Generator, fam: Families, split: str) -> _Request:
+    f = _filler(rng, fam)
     if rng.random() < 0.5:
-        forms = (
-            (f"{f.capitalize()}, what time is it?", ("filler",)),
-            (f"What's the, {f}, the time right now?", ("filler", "false_start")),
-            ("Do you know the, what's the time?", ("false_start",)),
-        )
-        text, kinds = forms[int(rng.integers(len(forms)))]
+        if split == "train":
+            forms = (
+                (f"{f.capitalize()}, what time is it?", ("filler",)),
+                (f"What's the, {f}, the time right now?", ("filler", "false_start")),
+                ("Do you know the, what's the time?", ("false_start",)),
+            )
+        else:
+            forms = (
+                (f"Have you got the time, {f}?", ("filler",)),
+                ("How late, how late is it now?", ("false_start",)),
+                (f"{f.capitalize()}, tell me the time.", ("filler",)),
+            )
+        text, kinds = _form(rng, forms)
         return _Request(text, ({"name": "clock", "arguments": {}},), kinds)
-    city, zone = ZONES[int(rng.integers(len(ZONES)))]
-    wrong_city, _ = _pick(rng, ZONES, avoid=(city, zone))
-    forms = (
-        (f"What time is it in, {f}, {city}?", ("filler",)),
-        (f"What's the time in {wrong_city}, no, in {city}?", ("self_correction",)),
-    )
-    text, kinds = forms[int(rng.integers(len(forms)))]
+    city, zone = fam.zones[int(rng.integers(len(fam.zones)))]
+    wrong_city, _ = _pick(rng, fam.zones, avoid=(city, zone))
+    if split == "train":
+        forms = (
+            (f"What time is it in, {f}, {city}?", ("filler",)),
+            (f"What's the time in {wrong_city}, no, in {city}?", ("self_correction",)),
+        )
+    else:
+        forms = (
+            (f"What's the clock saying in, {f}, {city}?", ("filler",)),
+            (f"Time in {wrong_city}, sorry, I mean {city}?", ("self_correction",)),
+        )
+    text, kinds = _form(rng, forms)
     return _Request(text, ({"name": "clock", "arguments": {"timezone": zone}},), kinds)
 
 
-def _navigate_request(rng: np.random.Generator) -> _Request:
-    place = _pick(rng, LOCATIONS)
-    wrong = _pick(rng, LOCATIONS, avoid=place)
-    f = _filler(rng)
-    forms = (
-        (f"Go to the {wrong}, no, wait, the {place}.", ("self_correction",)),
-        (f"{f.capitalize()}, can you drive to the {place}?", ("filler",)),
-        (f"Head over to the, {f}, the {place}, please.", ("filler", "false_start")),
-        (f"Could you go, could you go to the {place}?", ("false_start",)),
-    )
-    text, kinds = forms[int(rng.integers(len(forms)))]
+def _navigate_request(rng: np.random.Generator, fam: Families, split: str) -> _Request:
+    place = _pick(rng, fam.locations)
+    wrong = _pick(rng, fam.locations, avoid=place)
+    f = _filler(rng, fam)
+    if split == "train":
+        forms = (
+            (f"Go to the {wrong}, no, wait, the {place}.", ("self_correction",)),
+            (f"{f.capitalize()}, can you drive to the {place}?", ("filler",)),
+            (f"Head over to the, {f}, the {place}, please.", ("filler", "false_start")),
+            (f"Could you go, could you go to the {place}?", ("false_start",)),
+        )
+    else:
+        forms = (
+            (f"Make your way to the {place}, {f}.", ("filler",)),
+            (f"Roll into the {wrong}, er, no, the {place}.", ("self_correction",)),
+            (f"Move, move yourself to the {place}.", ("false_start",)),
+        )
+    text, kinds = _form(rng, forms)
     return _Request(text, ({"name": "navigate_to", "arguments": {"location": place}},), kinds)
 
 
-def _pick_up_request(rng: np.random.Generator) -> _Request:
-    thing = _pick(rng, OBJECTS)
-    wrong = _pick(rng, OBJECTS, avoid=thing)
-    f = _filler(rng)
+def _pick_up_request(rng: np.random.Generator, fam: Families, split: str) -> _Request:
+    thing = _pick(rng, fam.objects)
+    wrong = _pick(rng, fam.objects, avoid=thing)
+    f = _filler(rng, fam)
     article = "" if thing == "keys" else "the "
     wrong_article = "" if wrong == "keys" else "the "
-    forms = (
-        (f"Pick up {wrong_article}{wrong}, sorry, I mean {article}{thing}.", ("self_correction",)),
-        (f"{f.capitalize()}, could you pick up {article}{thing}?", ("filler",)),
-        (f"Grab, {f}, pick up {article}{thing} for me.", ("filler", "false_start")),
-    )
-    text, kinds = forms[int(rng.integers(len(forms)))]
+    if split == "train":
+        forms = (
+            (
+                f"Pick up {wrong_article}{wrong}, sorry, I mean {article}{thing}.",
+                ("self_correction",),
+            ),
+            (f"{f.capitalize()}, could you pick up {article}{thing}?", ("filler",)),
+            (f"Grab, {f}, pick up {article}{thing} for me.", ("filler", "false_start")),
+        )
+    else:
+        forms = (
+            (f"Lift {wrong_article}{wrong}, no, {article}{thing}, please.", ("self_correction",)),
+            (f"Would you, {f}, pick {article}{thing} up?", ("filler",)),
+            (f"Take, take hold of {article}{thing}.", ("false_start",)),
+        )
+    text, kinds = _form(rng, forms)
     return _Request(text, ({"name": "pick_up", "arguments": {"object": thing}},), kinds)
 
 
-def _light_request(rng: np.random.Generator) -> _Request:
-    room = _pick(rng, ROOMS)
+def _light_request(rng: np.random.Generator, fam: Families, split: str) -> _Request:
+    room = _pick(rng, fam.rooms)
     on = bool(rng.random() < 0.5)
     state, other = ("on", "off") if on else ("off", "on")
-    f = _filler(rng)
-    forms = (
-        (f"Turn {other} the, no, turn {state} the {room} lights.", ("self_correction",)),
-        (f"{f.capitalize()}, switch the lights {state} in the {room}.", ("filler",)),
-        (f"Can you, {f}, turn the {room} light {state}?", ("filler",)),
-        (f"Lights, the {room} lights, {state} please.", ("false_start",)),
-    )
-    text, kinds = forms[int(rng.integers(len(forms)))]
+    f = _filler(rng, fam)
+    if split == "train":
+        forms = (
+            (f"Turn {other} the, no, turn {state} the {room} lights.", ("self_correction",)),
+            (f"{f.capitalize()}, switch the lights {state} in the {room}.", ("filler",)),
+            (f"Can you, {f}, turn the {room} light {state}?", ("filler",)),
+            (f"Lights, the {room} lights, {state} please.", ("false_start",)),
+        )
+    else:
+        forms = (
+            (f"Flick the {room} lights {state}, {f}.", ("filler",)),
+            (f"Lights {other} in the, sorry, {state} in the {room}.", ("self_correction",)),
+            (f"Put the, put the {room} lights {state}.", ("false_start",)),
+        )
+    text, kinds = _form(rng, forms)
     call = {"name": "set_light", "arguments": {"room": room, "on": on}}
     return _Request(text, (call,), kinds)
 
 
-_TOOL_MAKERS: tuple[Callable[[np.random.Generator], _Request], ...] = (
+_TOOL_MAKERS: tuple[Callable[[np.random.Generator, Families, str], _Request], ...] = (
     _timer_request,
     _calculator_request,
     _clock_request,
@@ -603,14 +773,14 @@ _TOOL_MAKERS: tuple[Callable[[np.random.Generator], _Request], ...] = (
 )
 
 
-def _tool_request(rng: np.random.Generator, kind: int) -> _Request:
+def _tool_request(rng: np.random.Generator, kind: int, split: str) -> _Request:
     """One disfluent request; about one in five asks for two things at once."""
-    first = _TOOL_MAKERS[kind](rng)
+    fam = FAMILIES[split]
+    first = _TOOL_MAKERS[kind](rng, fam, split)
     if rng.random() >= 0.2:
         return first
-    other = _TOOL_MAKERS[(kind + 1 + int(rng.integers(len(_TOOL_MAKERS) - 1))) % len(_TOOL_MAKERS)](
-        rng
-    )
+    index = (kind + 1 + int(rng.integers(len(_TOOL_MAKERS) - 1))) % len(_TOOL_MAKERS)
+    other = _TOOL_MAKERS[index](rng, fam, split)
     second = other.text[0].lower() + other.text[1:]
     text = f"{first.text.rstrip('.?!')}, and then {second}"
     kinds = tuple(dict.fromkeys(first.disfluencies + other.disfluencies))
@@ -762,12 +932,13 @@ class _Builder:
             self.turns.append({"start": round(start, 6), "end": round(end, 6), "text": text})
         return round(start, 6), round(end, 6)
 
-    def mix(self, total_s: float) -> np.ndarray:
+    def mix(self, total_s: float, skip_last: bool = False) -> np.ndarray:
+        """Every placed piece (but the last with ``skip_last``) on a ``total_s`` long track."""
         length = max(
             round(total_s * INPUT_RATE), max((f + len(a) for f, a in self.pieces), default=0)
         )
         out = np.zeros(length, np.float32)
-        for first, audio in self.pieces:
+        for first, audio in self.pieces[:-1] if skip_last else self.pieces:
             out[first : first + len(audio)] += audio
         return out
 
@@ -782,6 +953,7 @@ class _Context:
     pool: tuple[str, ...]
     piper: bool
     timing: Timing
+    families: Families
 
 
 def _choose_voice(rng: np.random.Generator, ctx: _Context) -> tuple[str, int]:
@@ -797,7 +969,7 @@ def _build_sample(
     rng: np.random.Generator,
     ctx: _Context,
     content: Any,
-) -> tuple[np.ndarray, dict[str, Any]]:
+) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
     t = ctx.timing
     voice, rate = _choose_voice(rng, ctx)
     level = USER_RMS_DBFS + _uniform(rng, (-3.0, 3.0))
@@ -874,10 +1046,13 @@ def _build_sample(
         total = end + trailing
     meta["turns"] = build.turns
     extra["level_dbfs"] = round(level, 2)
-    return build.mix(total), {**meta, **extra}
+    # FDB v1.5's clean input: the same input without the overlap event (here the only user
+    # speech of an overlap sample, so it is silence, plus the room noise when there is any).
+    clean = build.mix(total, skip_last=True) if category in OVERLAP_CATEGORIES else None
+    return build.mix(total), clean, {**meta, **extra}
 
 
-def _contents(category: str, n: int, rng: np.random.Generator) -> list[Any]:
+def _contents(category: str, n: int, rng: np.random.Generator, fam: Families) -> list[Any]:
     """What the ``n`` samples of a category say: each bank in a seeded order, no repeats until
     it runs out; delegation labels half and half."""
 
@@ -888,32 +1063,34 @@ def _contents(category: str, n: int, rng: np.random.Generator) -> list[Any]:
         return [bank[i] for i in order[:n]]
 
     if category in OVERLAP_CATEGORIES:
-        assistant = cycle(ASSISTANT_TEXTS)
+        assistant = cycle(fam.assistant_texts)
         if category == "backchannel":
-            user: list[Any] = cycle(BACKCHANNELS)
+            user: list[Any] = cycle(fam.backchannels)
         elif category == "interruption":
-            user = cycle(INTERRUPTIONS)
+            user = cycle(fam.interruptions)
         elif category == "other_directed":
-            remarks = [("vocative", v) for v in VOCATIVES] + [("side", s) for s in SIDE_COMMENTS]
-            names = cycle(OTHER_NAMES)
+            remarks = [("vocative", v) for v in fam.vocatives]
+            remarks += [("side", s) for s in fam.side_comments]
+            names = cycle(fam.other_names)
             user = [
                 text.format(name=name) if kind == "vocative" else text
                 for (kind, text), name in zip(cycle(remarks), names, strict=True)
             ]
         else:
-            lines = [("talker", t) for t in BACKGROUND_TALK] + [("tv", t) for t in BACKGROUND_TV]
+            lines = [("talker", t) for t in fam.background_talk]
+            lines += [("tv", t) for t in fam.background_tv]
             user = cycle(lines)
         return list(zip(assistant, user, strict=True))
     if category == "pause":
-        return cycle(PAUSED_SENTENCES)
+        return cycle(fam.paused_sentences)
     if category == "turn_taking":
-        return cycle(QUESTIONS)
+        return cycle(fam.questions)
     if category == "delegation":
         labels = [True] * (n // 2) + [False] * (n // 2)
         if n % 2:
             labels.append(bool(rng.random() < 0.5))
         labels = [labels[int(i)] for i in rng.permutation(n)]
-        yes, no = iter(cycle(DELEGATE_YES)), iter(cycle(DELEGATE_NO))
+        yes, no = iter(cycle(fam.delegate_yes)), iter(cycle(fam.delegate_no))
         return [(next(yes) if label else next(no), label) for label in labels]
     if category == "tool_use":
         return cycle(range(len(_TOOL_MAKERS)))  # tool kinds, balanced; requests per sample
@@ -924,7 +1101,7 @@ def _check_args(
     n: int, seed: int, categories: Sequence[str] | None, purpose: str, voices: str
 ) -> tuple[str, ...]:
     if purpose not in SEED_RANGES:
-        raise ValueError(f"purpose must be one of {', '.join(SEED_RANGES)}, got {purpose!r}")
+        raise ValueError(f"split must be one of {', '.join(SEED_RANGES)}, got {purpose!r}")
     seeds = SEED_RANGES[purpose]
     if isinstance(seed, bool) or not isinstance(seed, int) or seed not in seeds:
         raise ValueError(
@@ -972,7 +1149,8 @@ def synthesize(
     *,
     noise: bool = False,
     progress: bool = False,
-    purpose: str = "eval",
+    split: str | None = None,
+    purpose: str | None = None,
     voices: str = "auto",
     compact: bool = False,
     overwrite: bool = False,
@@ -985,15 +1163,19 @@ def synthesize(
     Args:
         out: the suite folder (created; must be empty unless ``overwrite``).
         n: samples per category.
-        seed: the suite seed; must lie in ``SEED_RANGES[purpose]``.
+        seed: the suite seed; must lie in ``SEED_RANGES[split]``.
         categories: which categories (default: all, in :data:`CATEGORIES` order).
-        noise: add seeded pink-ish room noise at :data:`NOISE_DBFS` (the noiseless signal is
-            kept as ``clean_input.wav``).
+        noise: add seeded pink-ish room noise at :data:`NOISE_DBFS`; overlap samples then
+            get ``clean_input.wav`` (the input without the overlap event, noise kept).
         progress: show a progress bar (tqdm) on stderr.
-        purpose: ``"eval"`` or ``"train"``: which seed range the seed must come from.
-        voices: ``"auto"`` (espeak-ng voices, plus piper for about a quarter of the samples
-            when it is installed), ``"espeak"`` (reproducible without the optional extra) or
-            ``"piper"`` (the neural voice only).
+        split: ``"eval"`` (default) or ``"train"``: which part of the phrase families and
+            voices (:data:`FAMILIES`) is drawn from, and which seed range the seed must come
+            from. The parts are disjoint: training never sees an evaluation phrase or voice.
+        purpose: the former name of ``split`` (either may be given, not both differently).
+        voices: ``"auto"`` (the split's espeak-ng voices, plus, for ``eval``, the piper voice
+            for about a quarter of the samples when it is installed), ``"espeak"``
+            (reproducible without the optional extra) or ``"piper"`` (the neural voice only;
+            ``eval`` only).
         compact: use :data:`COMPACT_TIMING` (the shortest timings; for committed suites)
             instead of :data:`TIMING`.
         overwrite: replace the sample folders and ``tools.json`` of an existing suite in ``out``.
@@ -1002,16 +1184,23 @@ def synthesize(
         The written suite, as :func:`venus_ros.eval.scenario.load_suite` reads it.
 
     Raises:
-        ValueError: a seed outside the purpose's range, a bad ``n``, category or ``voices``.
+        ValueError: a seed outside the split's range, a bad ``n``, split, category or
+            ``voices``.
         FileExistsError: ``out`` is not empty and ``overwrite`` is false.
         venus_ros.core.errors.DeviceError: espeak-ng (or piper, for ``voices="piper"``) is
             not installed.
     """
     from venus_ros.audio.tts import piper_available
 
-    chosen = _check_args(n, seed, categories, purpose, voices)
+    if split is not None and purpose is not None and split != purpose:
+        raise ValueError(f"split {split!r} and purpose {purpose!r} disagree; give one")
+    split = split or purpose or "eval"
+    chosen = _check_args(n, seed, categories, split, voices)
+    fam = FAMILIES[split]
     out = Path(out)
-    use_piper = voices == "piper" or (voices == "auto" and piper_available())
+    if voices == "piper" and not fam.piper:
+        raise ValueError(f"voices='piper': the neural voice is not part of the {split} split")
+    use_piper = fam.piper and (voices == "piper" or (voices == "auto" and piper_available()))
     if voices == "piper" and not piper_available():
         from venus_ros.audio.tts import PIPER_INSTALL_HINT
         from venus_ros.core.errors import DeviceError
@@ -1019,9 +1208,10 @@ def synthesize(
         raise DeviceError(f"voices='piper' needs the neural voice: run `{PIPER_INSTALL_HINT}`")
     ctx = _Context(
         voices=_Voices(),
-        pool=() if voices == "piper" else ESPEAK_VOICES,
+        pool=() if voices == "piper" else fam.espeak_voices,
         piper=use_piper,
         timing=COMPACT_TIMING if compact else TIMING,
+        families=fam,
     )
     _prepare_out(out, overwrite)
     out.mkdir(parents=True, exist_ok=True)
@@ -1029,21 +1219,25 @@ def synthesize(
     try:
         for category in chosen:
             index = CATEGORIES.index(category)
-            contents = _contents(category, n, np.random.default_rng([seed, index]))
+            contents = _contents(category, n, np.random.default_rng([seed, index]), fam)
             for i, content in enumerate(contents):
                 rng = np.random.default_rng([seed, index, i + 1])
                 if category == "tool_use":
-                    content = _tool_request(rng, content)
-                audio, meta = _build_sample(category, rng, ctx, content)
-                meta.update(generator="venus_ros.eval.synth", seed=seed, purpose=purpose)
+                    content = _tool_request(rng, content, split)
+                audio, clean, meta = _build_sample(category, rng, ctx, content)
+                meta.update(generator="venus_ros.eval.synth", seed=seed, split=split)
                 if compact:
                     meta["compact"] = True
-                clean = None
                 if noise:
-                    clean = audio.copy()
-                    audio = audio + room_noise(rng, len(audio))
+                    hum = room_noise(rng, len(audio))
+                    audio = audio + hum
+                    clean = None if clean is None else clean + hum
                     meta["noise_dbfs"] = NOISE_DBFS
+                else:
+                    clean = None  # silence: Sample.clean_audio derives it from the overlap
                 peak = float(np.max(np.abs(audio)))
+                if clean is not None:
+                    peak = max(peak, float(np.max(np.abs(clean))))
                 if peak > PEAK_LIMIT:
                     gain = PEAK_LIMIT / peak
                     audio = audio * gain
