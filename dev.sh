@@ -69,6 +69,8 @@ setup() {
   python_env
   # shellcheck disable=SC1091
   VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" scripts/build_interfaces.sh
+  # audio_common_msgs and tf2_msgs (not on pip), for the audio_common bridge and TF.
+  VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" scripts/build_compat_interfaces.sh
   log "setup done in $((SECONDS - t0)) s"
 }
 

@@ -1,0 +1,38 @@
+# Workaround for ROS 2 installed from pip wheels: their exported
+# *__rosidl_generator_py targets carry the wheel build image's Python/NumPy
+# include dirs (/opt/python/...), which do not exist here and make CMake fail
+# at generate time. Swap exactly those entries for this interpreter's dirs.
+# Strict no-op in a distro ROS 2 install: nothing starts with /opt/python/,
+# so no property is touched and no extra find_package runs.
+get_directory_property(_compat_imported_targets IMPORTED_TARGETS)
+set(_compat_python_found FALSE)
+set(_compat_patched_targets)
+foreach(_tgt IN LISTS _compat_imported_targets)
+  get_target_property(_incs ${_tgt} INTERFACE_INCLUDE_DIRECTORIES)
+  if(NOT _incs)
+    continue()
+  endif()
+  set(_kept)
+  set(_replaced FALSE)
+  foreach(_inc IN LISTS _incs)
+    if(_inc MATCHES "^/opt/python/")
+      set(_replaced TRUE)
+    else()
+      list(APPEND _kept "${_inc}")
+    endif()
+  endforeach()
+  if(_replaced)
+    if(NOT _compat_python_found)
+      find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Module NumPy)
+      set(_compat_python_found TRUE)
+    endif()
+    list(APPEND _kept ${Python3_INCLUDE_DIRS} ${Python3_NumPy_INCLUDE_DIRS})
+    list(REMOVE_DUPLICATES _kept)
+    set_target_properties(${_tgt} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_kept}")
+    list(APPEND _compat_patched_targets ${_tgt})
+  endif()
+endforeach()
+if(_compat_patched_targets)
+  list(LENGTH _compat_patched_targets _n)
+  message(STATUS "${PROJECT_NAME}: replaced /opt/python/ include dirs on ${_n} imported target(s)")
+endif()
