@@ -380,12 +380,18 @@ def test_a_span_continued_across_a_turn_end_is_never_spoken() -> None:
     said += visible(parser.feed("</delegate> Done."))
     said += visible(parser.end_turn())
     assert said == "Sure.  Done."
-    # No closing tag at all in the next turn: the whole turn is withheld, then speech resumes.
+    # A span continued across several turn ends stays private until it closes...
     parser.feed("<delegate>call the bank")
     parser.end_turn()
-    assert visible(parser.feed("account 1234 5678")) == ""
+    assert visible(parser.feed("account 1234")) == ""
     assert errors(parser.end_turn()) == ["unclosed_span"]
-    assert visible(parser.feed("Hello.")) == "Hello."
+    assert visible(parser.feed(" 5678</delegate>Hello.")) == "Hello."
+    # ... or until it has run past the longest span there can be.
+    short = SpanParser(max_query_chars=10)
+    short.feed("<delegate>abc")
+    short.end_turn()
+    assert visible(short.feed("defghij")) == ""
+    assert visible(short.feed("K, speaking")) == "K, speaking"  # the 11th character on
     # A reset mid-span (a frontend restarted) quarantines the same way.
     parser.feed("<delegate>the code is")
     parser.reset()

@@ -267,11 +267,12 @@ class SpanParser:
         * ``<|turn_eos|>`` in the text is only reported; the caller ends the turn by
           calling :meth:`end_turn`.
         * A span still open when the turn ends (``unclosed_span``) leaves the parser
-          *quarantined*: the model may go on writing that span's content in the next
-          turn, so text stays private (swallowed) until the span's closing tag, an
-          opening tag, or the end of that next turn, whichever comes first. Text after
-          the closing tag is visible again. A private character is never spoken, at the
-          price of silence when a model forgets to close a span twice in a row.
+          *quarantined*: the model may go on writing that span's content in later
+          turns, so text stays private (swallowed, across any number of turn ends)
+          until the span's closing tag, an opening tag, or ``max_query_chars`` swallowed
+          characters, whichever comes first (the same bound as any span's content).
+          Text after the closing tag is visible again. A private character is never
+          spoken, at the price of silence when a model never closes a span.
 
     Feeding costs O(len(delta)) amortised; memory is bounded by ``max_query_chars``
     plus a constant.
@@ -322,6 +323,7 @@ class SpanParser:
         """
         open_span = getattr(self, "_span", None)
         self._orphan: Channel | None = open_span or getattr(self, "_orphan", None)
+        self._orphan_chars = getattr(self, "_content_len", 0) if open_span else 0
         self._pending = ""
         self._span: Channel | None = None
         self._content: list[str] = []
@@ -380,12 +382,11 @@ class SpanParser:
             out.emit(
                 ProtocolError(
                     UNCLOSED_SPAN,
-                    f"the rest of a cut-off <{self._orphan.value}> span was never closed; "
+                    f"a cut-off <{self._orphan.value}> span is still not closed; "
                     "the turn's text was withheld",
                     self._orphan,
                 )
             )
-            self._orphan = None
         elif self._span is None:
             out.visible(pending)
         else:
@@ -397,6 +398,7 @@ class SpanParser:
                 )
             )
             self._orphan = self._span
+            self._orphan_chars = self._content_len
             self._close_span()
         self._delegates = 0
         return out.result()
@@ -406,6 +408,20 @@ class SpanParser:
         if self._span is None:
             if self._orphan is None:
                 out.visible(text)
+                return
+            room = self._max_chars - self._orphan_chars
+            self._orphan_chars += len(text)
+            if len(text) > room:  # the longest span there can be has ended: speak again
+                out.emit(
+                    ProtocolError(
+                        OVERSIZED_SPAN,
+                        f"a cut-off <{self._orphan.value}> span ran past {self._max_chars} "
+                        "characters without closing; speaking again",
+                        self._orphan,
+                    )
+                )
+                self._orphan = None
+                out.visible(text[room:])
             return
         if self._discarding:
             return
