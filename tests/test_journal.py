@@ -621,51 +621,61 @@ def test_format_journal_of_an_empty_journal(db: Path) -> None:
 NODE_WAIT_S = 10.0
 
 
-def test_kill_9_mid_task_then_restart_loses_nothing(probe: Any, tmp_path: Path) -> None:
+def test_kill_9_with_a_delivering_task_and_a_pending_timer_then_restart_loses_nothing(
+    probe: Any, tmp_path: Path
+) -> None:
     from rclpy.action import ActionClient
+    from std_msgs.msg import Header
 
     from venus_interfaces.action import Delegate
-    from venus_interfaces.msg import BackendReply
-    from venus_ros.nodes.qos import TOPICS, reliable
+    from venus_interfaces.msg import BackendReply, TaskStatus
+    from venus_ros.harness.schedule import JobState, Schedule
+    from venus_ros.nodes.qos import TOPICS, qos_for, reliable
 
     db = tmp_path / "j.sqlite3"
-    first = probe.start("harness", tmp_path, f"journal_path:={db}")
+    scale = "time_scale:=120.0"  # the 10-minute timer rings after 5 s
+    first = probe.start("harness", tmp_path, f"journal_path:={db}", scale)
     action = ActionClient(probe.node, Delegate, TOPICS["delegate"])
     replies: list[BackendReply] = []
     probe.node.create_subscription(
         BackendReply, TOPICS["backend_reply"], replies.append, reliable(20)
     )
+    delivery = probe.node.create_publisher(TaskStatus, TOPICS["delivery"], qos_for("delivery"))
 
-    def send(query: str) -> Any:
+    def ask(query: str) -> tuple[str, Any]:
         future = action.send_goal_async(Delegate.Goal(query=query, turn_id=2))
         probe.wait_for(future.done, NODE_WAIT_S, f"goal {query!r} accepted")
         handle = future.result()
         assert handle.accepted
-        return handle
+        result = handle.get_result_async()
+        probe.wait_for(result.done, NODE_WAIT_S, f"the result of {query!r}")
+        return bytes(handle.goal_id.uuid).hex(), result.result().result
 
     def journal_state(task_id: str) -> TaskState | None:
         row = rows(db).get(task_id) if db.exists() else None
         return row.state if row else None
 
+    def report(task_id: str, state: str) -> None:
+        delivery.publish(TaskStatus(header=Header(), task_id=task_id, state=state, message="test"))
+
+    def jobs() -> list[Any]:
+        with Schedule(db) as schedule:
+            return schedule.jobs()
+
     try:
         probe.wait_for(action.server_is_ready, NODE_WAIT_S, "a Delegate server")
-        calc = send("what is 12 times 7")
-        result = calc.get_result_async()
-        probe.wait_for(result.done, NODE_WAIT_S, "the calculator result")
-        assert result.result().result.final_state == "COMPLETED"
-        calc_id = bytes(calc.goal_id.uuid).hex()
-        timer_id = bytes(send("set a timer for 30 seconds").goal_id.uuid).hex()
+        calc_id, calc = ask("what is 12 times 7")
+        assert calc.final_state == "COMPLETED"
+        timer_id, timer = ask("set a timer for ten minutes")
+        assert timer.final_state == "COMPLETED" and "10 minute timer" in timer.reply_text
         probe.wait_for(
-            lambda: journal_state(timer_id) is S.RUNNING, NODE_WAIT_S, "the timer RUNNING"
-        )
-        probe.wait_for(
-            lambda: rows(db)[calc_id].handed_off_via == "delegate_result",
-            NODE_WAIT_S,
-            "the calculator's reply marked handed off",
+            lambda: journal_state(calc_id) is S.DELIVERING, NODE_WAIT_S, "the reply DELIVERING"
         )
         first.stopped = True
         first.proc.kill()
         assert first.proc.wait(NODE_WAIT_S) == -signal.SIGKILL
+        (job,) = jobs()
+        assert job.state is JobState.PENDING and job.seconds == 600
 
         # A task that completed just before the crash, its reply never sent (no hand-off).
         with (
@@ -674,32 +684,38 @@ def test_kill_9_mid_task_then_restart_loses_nothing(probe: Any, tmp_path: Path) 
         ):
             pending = runner.submit("what is 6 times 7", "default", 4, 0, EMPTY)
             assert runner.future(pending.id).result(WAIT_S).state is S.COMPLETED
-        assert journal_state(pending.id) is S.COMPLETED and rows(db)[timer_id].state is S.RUNNING
 
-        second = probe.start("harness", tmp_path, f"journal_path:={db}", tag="-restarted")
+        second = probe.start("harness", tmp_path, f"journal_path:={db}", scale, tag="-restarted")
         probe.wait_for(lambda: bool(replies), NODE_WAIT_S, "a BackendReply after the restart")
         probe.wait_for(lambda: journal_state(pending.id) is S.DELIVERING, NODE_WAIT_S, "DELIVERING")
         probe.wait_for_log(
             second,
-            "recovered: 0 re-run, 1 failed, 0 cancelled, 1 undelivered",
+            "recovered: 0 re-run, 0 failed, 0 cancelled, 1 undelivered",
             timeout=NODE_WAIT_S,
             what="the recovery summary",
         )
+        # The reply that was DELIVERING before the crash was re-adopted: its report lands.
+        report(calc_id, "DELIVERED")
+        probe.wait_for(lambda: journal_state(calc_id) is S.DELIVERED, NODE_WAIT_S, "DELIVERED")
+        # The timer rings on time (600 s / 120 after it was set), once.
+        probe.wait_for(lambda: len(replies) == 2, NODE_WAIT_S, "the timer to ring")
+        ring = replies[1]
+        assert ring.task_id == job.id and ring.text == "Your 10 minute timer is done."
+        report(job.id, "DELIVERED")
+        probe.wait_for(
+            lambda: jobs()[0].state is JobState.DELIVERED, NODE_WAIT_S, "the ring DELIVERED"
+        )
+        probe.spin_for(1.0)  # a second ring would arrive now
     finally:
         action.destroy()
-    assert [(r.task_id, r.text, r.turn_id, r.session_id, r.topic) for r in replies] == [
-        (pending.id, "6 times 7 is 42.", 4, "default", "calculator")
+    assert [(r.task_id, r.text, r.topic) for r in replies] == [
+        (pending.id, "6 times 7 is 42.", "calculator"),
+        (job.id, "Your 10 minute timer is done.", "timer"),
     ]
     on_disk = rows(db)
     assert set(on_disk) == {calc_id, timer_id, pending.id}  # nothing lost
-    assert all(row.state.settled for row in on_disk.values())
-    timer = on_disk[timer_id]
-    assert (timer.state, timer.error, timer.tool) == (S.FAILED, INTERRUPTED_REASON, "timer")
-    assert states(timer) == [S.QUEUED, S.RUNNING, S.FAILED]
-    # Its reply went out in the Delegate result: DELIVERING (no frontend reported playback).
-    assert on_disk[calc_id].state is S.DELIVERING and not on_disk[calc_id].undelivered
-    listing = format_journal(db)
-    assert f"{timer_id[:8]}  FAILED" in listing and "error: interrupted by a harness" in listing
+    assert on_disk[calc_id].state is S.DELIVERED
+    assert on_disk[timer_id].state is S.DELIVERING  # its reply went out in the Delegate result
     code = second.stop(NODE_WAIT_S)
     output = second.log()
     assert code == 0, output

@@ -19,7 +19,6 @@ from venus_ros.harness.planner import (
     PlannedCall,
     duration_s,
     make_planner_tool,
-    parse_number,
     segments,
     split_requests,
 )
@@ -32,6 +31,7 @@ from venus_ros.harness.tools import (
     ToolRegistry,
     ToolResult,
 )
+from venus_ros.text.numbers import numbers
 
 EMPTY = TimelineView((), 0)
 CALLS: list[tuple[str, dict[str, Any]]] = []
@@ -111,8 +111,7 @@ def test_self_corrections_cut_the_request_into_segments() -> None:
     ],
 )
 def test_spoken_numbers(words: str, value: float) -> None:
-    parsed = parse_number(words.split())
-    assert parsed is not None and parsed[0] == value
+    assert numbers(words) == [value]
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,8 @@
 Used when no ``llm`` tool is configured. A request is planned in four steps:
 
 1. **Split** into sub-requests at "and then", "then", "after that", "and also".
-2. **Repair** each one: fillers ("um", "uh", "you know") go, stuttered words and false starts
+2. **Repair** each one (:mod:`venus_ros.text.repair`): fillers ("um", "uh", "you know") go,
+   stuttered words and false starts
    ("could you, could you go", "the, the kitchen") collapse, and self-corrections are applied
    by slot: the request is cut at correction markers ("no", "no wait", "sorry", "I mean",
    "actually", "make it", "rather") and each slot keeps the value of the *last* segment that
@@ -13,11 +14,12 @@ Used when no ``llm`` tool is configured. A request is planned in four steps:
    and argument descriptions: MiniLM sentence embeddings when an embedder is given (the
    cascade's :class:`~venus_ros.frontends.cascade.embed.Embedder`), else a lexical overlap of
    word stems. A tool whose required arguments cannot be filled from the request loses.
-4. **Fill the arguments** from the JSON schema: ``enum`` values by mention; numbers (digits
-   and words: "twenty five", "a", "half", "one and a half"), durations in seconds for a
-   property whose name or description says seconds; booleans from on/off, yes/no, true/false;
-   arithmetic expressions for a property called ``expression``; IANA time zones from city
-   names; other strings as the noun phrase after the verb or preposition that introduces it.
+4. **Fill the arguments** from the JSON schema: ``enum`` values by mention; numbers and
+   durations (:mod:`venus_ros.text.numbers`: "twenty five", "a minute and a half", "quarter of
+   an hour") in seconds for a property whose name or description says seconds; booleans from
+   on/off, yes/no, true/false; arithmetic expressions for a property called ``expression``;
+   IANA time zones from place names (:mod:`venus_ros.text.places`); other strings as the noun
+   phrase after the verb or preposition that introduces it.
 
 :func:`make_planner_tool` wraps a planner as a tool (``local_planner``) that runs the planned
 calls in order, so one delegated request may make several calls.
@@ -42,6 +44,22 @@ from venus_ros.harness.tools import (
     ToolResult,
     _arithmetic,
 )
+from venus_ros.text.numbers import duration_s, quantities, to_digits
+from venus_ros.text.places import zone_in
+from venus_ros.text.repair import ARITHMETIC_NOISE, bare, segments, split_requests
+
+__all__ = [
+    "PLANNER_TOOL",
+    "LocalPlanner",
+    "PlannedCall",
+    "duration_s",
+    "fill_arguments",
+    "make_planner_tool",
+    "planner_router",
+    "segments",
+    "split_requests",
+    "with_planner_tool",
+]
 
 #: ``embed(texts) -> [n, d]`` L2-normalised sentence embeddings.
 Embed = Callable[[Sequence[str]], np.ndarray]
@@ -51,50 +69,8 @@ Router = Callable[[str], "tuple[str, dict[str, Any]] | None"]
 #: The planner tool's name.
 PLANNER_TOOL = "local_planner"
 
-_SPLIT = re.compile(
-    r"\s*(?:,?\s*\band then\b|,?\s*\bafter that\b|,?\s*\band also\b|;\s*then\b"
-    r"|,\s*then\b)\s*",
-    re.IGNORECASE,
-)
-_FILLERS = re.compile(
-    r"\b(?:um+|uh+|erm+|er|hmm+|ah+|you know|like(?=,)|well(?=,)|so(?=,))\b[,.]?\s*",
-    re.IGNORECASE,
-)
-_CORRECTION = re.compile(
-    r"(?:,|\s-+|\s—|\.)?\s*\b(?:no,?\s*wait|no|sorry|i mean|actually|make (?:it|that)|rather|"
-    r"or rather|wait)\b[,.]?\s*",
-    re.IGNORECASE,
-)
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
-_UNITS = {
-    "second": 1, "seconds": 1, "sec": 1, "secs": 1,
-    "minute": 60, "minutes": 60, "min": 60, "mins": 60,
-    "hour": 3600, "hours": 3600, "hr": 3600, "hrs": 3600,
-}  # fmt: skip
-#: Number words below twenty, and the tens (shared with the evaluation metrics).
-SMALL_NUMBERS = {
-    w: i
-    for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-        "fifteen sixteen seventeen eighteen nineteen".split()
-    )
-}
-TENS = {
-    w: 10 * (i + 2)
-    for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
-}
-_CITY_ZONES = {
-    "london": "Europe/London", "paris": "Europe/Paris", "berlin": "Europe/Berlin",
-    "madrid": "Europe/Madrid", "rome": "Europe/Rome", "lisbon": "Europe/Lisbon",
-    "amsterdam": "Europe/Amsterdam", "moscow": "Europe/Moscow", "tokyo": "Asia/Tokyo",
-    "beijing": "Asia/Shanghai", "shanghai": "Asia/Shanghai", "singapore": "Asia/Singapore",
-    "dubai": "Asia/Dubai", "delhi": "Asia/Kolkata", "mumbai": "Asia/Kolkata",
-    "sydney": "Australia/Sydney", "new york": "America/New_York",
-    "los angeles": "America/Los_Angeles", "chicago": "America/Chicago",
-    "toronto": "America/Toronto", "mexico city": "America/Mexico_City",
-    "sao paulo": "America/Sao_Paulo", "utc": "UTC",
-}  # fmt: skip
 _ON = re.compile(r"\b(?:on|true|yes|enable|start)\b", re.IGNORECASE)
 _OFF = re.compile(r"\b(?:off|false|disable|stop|out)\b", re.IGNORECASE)
 _INTRO_WORDS = frozenset(
@@ -132,120 +108,21 @@ class PlannedCall:
     args: dict[str, Any]
 
 
-# --- repair -------------------------------------------------------------------------------------
-
-
-def split_requests(text: str) -> list[str]:
-    """Cut a request into the sub-requests it chains ("..., and then ...")."""
-    return [part.strip(" ,.") for part in _SPLIT.split(text) if part.strip(" ,.")]
-
-
-def clean(text: str) -> str:
-    """Without fillers, and with stuttered words / repeated phrases collapsed."""
-    text = _FILLERS.sub("", text)
-    words = text.replace("—", ", ").split()
-    out: list[str] = []
-    i = 0
-    while i < len(words):
-        repeated = False
-        for n in (4, 3, 2, 1):  # "could you, could you go" -> "could you go"
-            here = [_bare(w) for w in words[i : i + n]]
-            before = [_bare(w) for w in out[-n:]] if len(out) >= n else None
-            if before is not None and here == before and all(here):
-                i += n
-                out[-1] = out[-1].rstrip(",")  # "the, the hall" -> "the hall"
-                repeated = True
-                break
-        if not repeated:
-            out.append(words[i])
-            i += 1
-    return " ".join(out).strip(" ,")
-
-
-def segments(text: str) -> list[str]:
-    """The request cut at self-correction markers, oldest first (the last one wins)."""
-    return [s.strip(" ,.") for s in _CORRECTION.split(clean(text)) if s.strip(" ,.")]
-
-
-def _bare(word: str) -> str:
-    return word.strip(",.!?;:").lower()
-
-
 # --- values ---------------------------------------------------------------------------------------
-
-
-def parse_number(words: Sequence[str]) -> tuple[float, int] | None:
-    """The number spelled at the start of ``words`` and how many words it used, or None."""
-    if not words:
-        return None
-    first = words[0]
-    if re.fullmatch(r"\d+(?:\.\d+)?", first):
-        value, used = float(first), 1
-    elif first in ("a", "an", "one") and len(words) > 1 and words[1] == "half":
-        return 0.5, 2
-    elif first == "half":
-        value, used = 0.5, 1
-    elif first in SMALL_NUMBERS or first in TENS or first in ("a", "an"):
-        value, used = float(SMALL_NUMBERS.get(first, TENS.get(first, 1))), 1
-        unit = SMALL_NUMBERS.get(words[1], 10) if len(words) > 1 else 10
-        if first in TENS and unit < 10:
-            value, used = value + unit, 2
-        if len(words) > used and words[used] == "hundred":
-            value, used = value * 100, used + 1
-            rest = parse_number(words[used + 1 :]) if words[used : used + 1] == ["and"] else None
-            if rest is not None:
-                value, used = value + rest[0], used + 1 + rest[1]
-    else:
-        return None
-    if words[used : used + 3] in (["and", "a", "half"], ["and", "an", "half"]):
-        value, used = value + 0.5, used + 3
-    return value, used
 
 
 def _words(text: str) -> list[str]:
     """Lower-case words without punctuation; "sixty-three" is two words."""
     text = re.sub(r"(?<=[a-z])-(?=[a-z])", " ", text.lower())
-    return [w for w in (_bare(w) for w in text.split()) if w]
+    return [w for w in (bare(w) for w in text.split()) if w]
 
 
-def _numbers(text: str) -> list[tuple[float, str | None]]:
-    """Every number in ``text`` with its unit word ("minutes") or None."""
-    words = _words(text)
-    found: list[tuple[float, str | None]] = []
-    i = 0
-    while i < len(words):
-        parsed = parse_number(words[i:])
-        if parsed is None:
-            i += 1
-            continue
-        value, used = parsed
-        i += used
-        unit = words[i] if i < len(words) and words[i] in _UNITS else None
-        if unit is None and words[i - used] in ("a", "an"):
-            continue  # "a" is a number only before a unit ("a minute")
-        if unit is not None:
-            i += 1
-            if words[i : i + 3] in (["and", "a", "half"], ["and", "an", "half"]):
-                value, i = value + 0.5, i + 3
-        found.append((value, unit))
-    return found
+def _is_number(word: str) -> bool:
+    return bool(re.fullmatch(r"\d+(?:\.\d+)?", word)) or to_digits(word) != word
 
 
-def duration_s(segs: Sequence[str]) -> float | None:
-    """Seconds spoken in the segments; a later segment corrects an earlier one, and a bare
-    number in a correction ("five minutes, no, ten") takes the unit it corrects."""
-    seconds: float | None = None
-    unit_s: int | None = None
-    for seg in segs:
-        numbers = _numbers(seg)
-        timed = [(value, _UNITS[unit]) for value, unit in numbers if unit is not None]
-        bare = [value for value, unit in numbers if unit is None]
-        if timed:
-            seconds = sum(value * scale for value, scale in timed)
-            unit_s = timed[-1][1]
-        elif bare and unit_s is not None:
-            seconds = bare[-1] * unit_s
-    return seconds
+def _zone(segs: Sequence[str]) -> str | None:
+    return _last(zone_in(seg) for seg in segs)
 
 
 def _flag(segs: Sequence[str]) -> bool | None:
@@ -256,23 +133,6 @@ def _flag(segs: Sequence[str]) -> bool | None:
         if on or off:
             result = max(on, default=-1) > max(off, default=-1)
     return result
-
-
-def _zone(segs: Sequence[str]) -> str | None:
-    found = None
-    for seg in segs:
-        lowered = seg.lower()
-        hits = [
-            (lowered.rfind(city), zone)
-            for city, zone in _CITY_ZONES.items()
-            if re.search(rf"\b{city}\b", lowered)
-        ]
-        explicit = re.findall(r"\b([A-Z][a-z]+(?:/[A-Z][A-Za-z_]+)+)\b", seg)
-        if explicit:
-            found = explicit[-1]
-        elif hits:
-            found = max(hits)[1]
-    return found
 
 
 def _enum(segs: Sequence[str], values: Sequence[Any]) -> Any:
@@ -325,12 +185,7 @@ def _after_intro(words: Sequence[str]) -> str | None:
         for word in words[i + width : i + width + 6]:
             if word in _ARTICLE_WORDS and not kept:
                 continue
-            if (
-                word in _PHRASE_STOPS
-                or word in _INTRO_WORDS
-                or parse_number([word]) is not None
-                or len(kept) == 4
-            ):
+            if word in _PHRASE_STOPS or word in _INTRO_WORDS or _is_number(word) or len(kept) == 4:
                 break
             kept.append(word)
         if kept:
@@ -436,7 +291,7 @@ def _value_for(name: str, spec: Mapping[str, Any], segs: Sequence[str], required
             if seconds is None:
                 return None
             return int(seconds) if kind == "integer" or float(seconds).is_integer() else seconds
-        numbers = [v for seg in segs for v, _ in _numbers(seg)]
+        numbers = [q.value for seg in segs for q in quantities(seg) if not q.ordinal]
         if not numbers:
             return None
         value = numbers[-1]
@@ -454,7 +309,6 @@ def _value_for(name: str, spec: Mapping[str, Any], segs: Sequence[str], required
 
 
 _EXPRESSION_TOKEN = re.compile(r"\d+(?:\.\d+)?|\*\*|//|[-+*/%()]")
-_SPOKEN_NOISE = re.compile(r"\b(?:so|well|like|um+|uh+|er|hmm+|okay)\b|[,;]", re.IGNORECASE)
 
 
 def _spaced(expression: str) -> str:
@@ -474,20 +328,7 @@ def _spaced(expression: str) -> str:
 def _spoken_ops(text: str) -> str:
     """Number words as digits, so "twelve times seven" reads as arithmetic (fillers and
     commas inside it dropped: "50 minus, so, 12")."""
-    text = _SPOKEN_NOISE.sub(" ", text)
-    words = re.sub(r"(?<=[a-z])-(?=[a-z])", " ", text.lower()).split()
-    out: list[str] = []
-    i = 0
-    while i < len(words):
-        parsed = parse_number([_bare(w) for w in words[i:]])
-        if parsed is not None and _bare(words[i]) not in ("a", "an"):
-            value, used = parsed
-            out.append(str(int(value)) if value.is_integer() else str(value))
-            i += used
-        else:
-            out.append(words[i])
-            i += 1
-    return " ".join(out)
+    return to_digits(" ".join(ARITHMETIC_NOISE.sub(" ", text).split()))
 
 
 def _last(values: Any) -> Any:

@@ -59,6 +59,7 @@ from venus_ros.harness.llm import (
     with_llm_polish,
 )
 from venus_ros.harness.planner import Embed, planner_router, with_planner_tool
+from venus_ros.harness.schedule import Schedule
 from venus_ros.harness.tools import Tool, ToolRegistry, builtin_tools, route
 
 log = logging.getLogger("venus_ros.harness.toolconfig")
@@ -496,13 +497,20 @@ def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return _canonical(a) == _canonical(b)
 
 
-def build_builtin(name: str, entry: BuiltinEntry, source: str = "<tool config>") -> Tool:
+def build_builtin(
+    name: str,
+    entry: BuiltinEntry,
+    source: str = "<tool config>",
+    schedule: Schedule | None = None,
+) -> Tool:
     """The built-in tool ``entry`` declares, with the entry's description, timeout and flags.
+
+    ``schedule`` is where the timer tools keep their jobs (None: a fresh one in memory).
 
     Raises:
         ToolConfigError: when there is no such built-in, or the entry's schema differs from it.
     """
-    available = {tool.name: tool for tool in builtin_tools()}
+    available = {tool.name: tool for tool in builtin_tools(schedule)}
     base = available.get(entry.builtin or name)
     if base is None:
         raise ToolConfigError(f"{source}: tools.{name}: no built-in tool {entry.builtin or name!r}")
@@ -529,6 +537,7 @@ def build_registry(
     env: Mapping[str, str] | None = None,
     llm_client: LlmClientFactory | None = None,
     embed: Embed | None = None,
+    schedule: Schedule | None = None,
 ) -> ToolRegistry:
     """The registry of the enabled tools (only those are built).
 
@@ -543,6 +552,8 @@ def build_registry(
         env: where API keys are read (default ``os.environ``).
         llm_client: makes the client of an llm entry (default :class:`LlmClient` over ``env``).
         embed: sentence embeddings for the local planner's tool choice (None: lexical).
+        schedule: where the timer tools keep their jobs (the harness passes the journal's;
+            None: one schedule in memory, shared by this registry's timer tools).
 
     Without an enabled ``llm`` tool, the registry also holds ``local_planner``
     (:mod:`venus_ros.harness.planner`), which runs requests that need several calls.
@@ -558,9 +569,10 @@ def build_registry(
 
     entries = config.enabled_entries()
     built: dict[str, Tool] = {}
+    schedule = schedule if schedule is not None else Schedule()
     for name, entry in entries.items():
         if isinstance(entry, BuiltinEntry):
-            built[name] = build_builtin(name, entry, source)
+            built[name] = build_builtin(name, entry, source, schedule)
         elif isinstance(entry, RosToolEntry):
             if ros_factory is None:
                 raise ToolConfigError(

@@ -13,20 +13,28 @@ generically.
 from __future__ import annotations
 
 import ast
-import asyncio
 import math
 import operator
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import jsonschema
 from jsonschema.exceptions import best_match
 
 from venus_ros.core.timeline import Kind, TimelineView
+from venus_ros.text.numbers import (
+    duration_s,
+    spoken_duration as spoken_duration,  # re-exported
+    to_digits,
+)
+from venus_ros.text.places import zone_in
+
+if TYPE_CHECKING:
+    from venus_ros.harness.schedule import Schedule
 
 
 class ToolError(Exception):
@@ -438,7 +446,7 @@ def make_echo_evidence_tool() -> Tool:
     )
 
 
-# --- timer ------------------------------------------------------------------------------------
+# --- timers (scheduled jobs: venus_ros.harness.schedule) ------------------------------------
 
 #: The longest timer, seconds.
 MAX_TIMER_S = 24 * 3600
@@ -454,47 +462,21 @@ TIMER_SCHEMA: Mapping[str, Any] = {
 }
 
 
-def make_timer_tool() -> Tool:
-    """The ``timer`` tool: runs until the time is up, then says so (a reminder that speaks).
+def builtin_tools(schedule: Schedule | None = None) -> tuple[Tool, ...]:
+    """Fresh instances of every built-in tool.
 
-    The task stays RUNNING meanwhile; cancelling it stops the timer. Not idempotent: after a
-    harness restart a running timer is not re-armed (its task ends FAILED, interrupted), since
-    nothing could cancel a re-armed timer whose Delegate goal died with the old process.
+    Args:
+        schedule: where the timer tools (``timer``, ``list_timers``, ``cancel_timer``) keep
+            their jobs; None: a fresh schedule in memory (nothing rings it unless its owner
+            polls it).
     """
+    from venus_ros.harness.schedule import Schedule, timer_tools
 
-    async def run(args: Mapping[str, Any], evidence: TimelineView) -> ToolResult:
-        seconds = float(args["seconds"])
-        await asyncio.sleep(seconds)
-        label = args.get("label") or f"{spoken_duration(seconds)} timer"
-        return ToolResult(f"Your {label} is done.", {"seconds": seconds})
-
-    return Tool(
-        name="timer",
-        description="Sets a timer or reminder that speaks when it is due.",
-        schema=TIMER_SCHEMA,
-        run=run,
-        timeout_s=MAX_TIMER_S + 10.0,
-    )
-
-
-def spoken_duration(seconds: float) -> str:
-    """``90`` -> ``"1 minute 30 second"`` style wording for a timer label."""
-    whole = round(seconds)
-    parts = []
-    for unit, size in (("hour", 3600), ("minute", 60), ("second", 1)):
-        count, whole = divmod(whole, size)
-        if count:
-            parts.append(f"{count} {unit}")
-    return " ".join(parts) or f"{seconds:g} second"
-
-
-def builtin_tools() -> tuple[Tool, ...]:
-    """Fresh instances of every built-in tool."""
     return (
         make_clock_tool(),
         make_calculator_tool(),
         make_echo_evidence_tool(),
-        make_timer_tool(),
+        *timer_tools(schedule if schedule is not None else Schedule()),
     )
 
 
@@ -515,58 +497,50 @@ _ARITHMETIC_RUN = re.compile(r"[\d.()+\-*/%\s]+")
 _OPERATOR = re.compile(r"\d\s*\)*\s*(?:\*\*|//|[+\-*/%])\s*\(*\s*-?\s*[\d.]")
 _TIME_WORDS = re.compile(r"\b(?:time|date|clock)\b")
 _EVIDENCE_WORDS = re.compile(r"\bevidence\b")
-_ZONE = re.compile(r"\b(UTC|[A-Z][a-z]+(?:/[A-Z][A-Za-z_]+)+)\b")
 
 
 def route(query: str) -> tuple[str, dict[str, Any]] | None:
     """Pick a built-in tool and its arguments for ``query`` by keywords, or None.
 
-    The stand-in for the trained local planner (a later issue): an arithmetic expression in
-    the query ("what is 12 times 7", "compute (3+4)*2") goes to ``calculator`` with the
+    The last resort when no planner can plan (the local planner plans when no cloud planner is
+    configured; the cloud planner when one is): "cancel the (pasta | 5 minute) timer" goes to
+    ``cancel_timer``, "what timers are set" to ``list_timers``, "set a timer for twenty five
+    minutes" to ``timer`` (durations read by :mod:`venus_ros.text.numbers`); an arithmetic
+    expression ("what is 12 times 7", "compute (3+4)*2") goes to ``calculator`` with the
     expression normalised ("times" -> ``*``, "plus" -> ``+``, "minus" -> ``-``, "divided by"
-    -> ``/``); the words time/date/clock go to ``clock`` (with an IANA zone such as
-    ``Europe/Paris`` or ``UTC`` if one is named); the word "evidence" goes to
+    -> ``/``); the words time/date/clock go to ``clock`` (with the zone of a place named:
+    "in Tokyo" -> ``Asia/Tokyo``, :mod:`venus_ros.text.places`); the word "evidence" goes to
     ``echo_evidence``. Anything else returns None and the task fails honestly.
     """
-    timer = _timer(query)
-    if timer is not None:
-        return "timer", {"seconds": timer}
-    expression = _arithmetic(query)
+    lowered = query.lower()
+    if _TIMER_WORDS.search(lowered):
+        seconds = duration_s(query)
+        if _CANCEL_WORDS.search(lowered):
+            label = _LABEL.search(lowered)
+            args: dict[str, Any] = {"seconds": seconds} if seconds else {}
+            if label and label.group(1) not in _NOT_LABELS:
+                args["label"] = label.group(1)
+            return "cancel_timer", args
+        if seconds is None and _LIST_WORDS.search(lowered):
+            return "list_timers", {}
+        if seconds is not None:
+            return "timer", {"seconds": seconds}
+    expression = _arithmetic(to_digits(query))
     if expression is not None:
         return "calculator", {"expression": expression}
-    lowered = query.lower()
     if _TIME_WORDS.search(lowered):
-        zone = _ZONE.search(query)
-        return "clock", ({"timezone": zone.group(1)} if zone else {})
+        zone = zone_in(query)
+        return "clock", ({"timezone": zone} if zone else {})
     if _EVIDENCE_WORDS.search(lowered):
         return "echo_evidence", {}
     return None
 
 
-_NUMBER_WORDS = {
-    word: value
-    for value, word in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-        "fifteen sixteen seventeen eighteen nineteen twenty".split()
-    )
-} | {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "ninety": 90, "a": 1, "an": 1}
-_TIMER = re.compile(
-    r"\b(?:timer|remind(?:er)?|alarm)\b.*?\b(\d+(?:\.\d+)?|[a-z]+)\s*"
-    r"(seconds?|secs?|minutes?|mins?|hours?|hrs?)\b"
-)
-_UNIT_S = {"s": 1, "m": 60, "h": 3600}
-
-
-def _timer(query: str) -> float | None:
-    """Seconds of a "set a timer for five minutes" request, or None."""
-    match = _TIMER.search(query.lower())
-    if match is None:
-        return None
-    amount, unit = match.groups()
-    value = float(amount) if amount[0].isdigit() else _NUMBER_WORDS.get(amount)
-    if value is None:
-        return None
-    return value * _UNIT_S[unit[0]]
+_TIMER_WORDS = re.compile(r"\b(?:timers?|remind(?:ers?)?|alarms?|countdown)\b")
+_CANCEL_WORDS = re.compile(r"\b(?:cancel|stop|delete|remove|clear|turn off|switch off)\b")
+_LIST_WORDS = re.compile(r"\b(?:what|which|list|any|how (?:long|much time)|left|running)\b")
+_LABEL = re.compile(r"\bthe ([a-z]+) (?:timer|reminder|alarm)\b")
+_NOT_LABELS = frozenset({"minute", "second", "hour", "last", "first", "other", "current"})
 
 
 def _arithmetic(query: str) -> str | None:

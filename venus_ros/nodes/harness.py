@@ -20,6 +20,9 @@
   reply older than ``reply_max_age_s`` is dropped (FAILED, stale) rather than spoken as if
   fresh. A Delegate result carrying a reply moves its task to DELIVERING (a restart never
   repeats it).
+- Timers and reminders are scheduled jobs in the journal (:mod:`venus_ros.harness.schedule`):
+  setting one is a short task; when a job is due (and a frontend listens) its ring goes out on
+  ``backend_reply`` with the job id as task id, once, and its delivery report moves the job on.
 - ``delivery`` (in, TaskStatus from the frontend): how each reply's delivery ended, moving its
   task on: DELIVERED once playback acknowledged it, FAILED when it was dropped (interrupted
   again, or stale), CANCELLED when it was withdrawn unheard (rules in
@@ -41,6 +44,7 @@ import json
 import logging
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +65,7 @@ from venus_ros.harness.evidence import EvidenceMirror, Outcome
 from venus_ros.harness.journal import SYNCHRONOUS, Journal, JournalError, default_journal_path
 from venus_ros.harness.polish import reply_text
 from venus_ros.harness.runner import HarnessRunner
+from venus_ros.harness.schedule import JOB_PREFIX, Schedule
 from venus_ros.harness.tasks import Task, TaskState
 from venus_ros.harness.toolconfig import (
     RosToolEntry,
@@ -87,6 +92,8 @@ CANCEL_STATE_WAIT_S = 0.5
 
 #: How often the harness says it is alive on the heartbeat topic.
 HEARTBEAT_PERIOD_S = 0.5
+#: How often due timers are looked for.
+RING_PERIOD_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,13 @@ class HarnessConfig:
         default=120.0,
         metadata={"help": "undelivered replies older than this at start are dropped, not spoken"},
     )
+    time_scale: float = field(
+        default=1.0,
+        metadata={
+            "help": "tests and demos only: timers run this many times faster than real time "
+            "(a 10-minute timer rings after 10 s at 60)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.max_concurrent < 1:
@@ -145,6 +159,8 @@ class HarnessConfig:
             )
         if not self.reply_max_age_s > 0:
             raise ValueError(f"reply_max_age_s must be > 0, got {self.reply_max_age_s}")
+        if not 0.0 < self.time_scale <= 1000.0:
+            raise ValueError(f"time_scale must be in (0, 1000], got {self.time_scale}")
 
 
 class HarnessNode(Node):
@@ -156,15 +172,26 @@ class HarnessNode(Node):
         reject_unknown_overrides(self)
         _forward_logs(self)
         self._group = ReentrantCallbackGroup()  # ROS tools' clients use it too
+        self._journal = self._open_journal()
+        scale = self.config.time_scale
+        self._schedule = Schedule(
+            self._journal.path if self._journal is not None else None,
+            wall=time.time if scale == 1.0 else (lambda: time.time() * scale),
+            late_max_s=self.config.reply_max_age_s,
+        )
         try:
             path = self.config.tools_file or str(share_path("config/tools.yaml"))
             tool_config = load_tool_config(path)
             if self.config.tools:
                 tool_config = tool_config.with_enabled(self.config.tools)
-            registry = build_registry(tool_config, ros_factory=self._ros_tool)
+            registry = build_registry(
+                tool_config, ros_factory=self._ros_tool, schedule=self._schedule
+            )
         except (FileNotFoundError, ToolConfigError, UnknownToolError, ValueError) as exc:
+            self._schedule.close()
+            if self._journal is not None:
+                self._journal.close()
             raise ConfigError(f"parameters 'tools_file'/'tools': {exc}") from exc
-        self._journal = self._open_journal()
         self._session_clock = clock or MonotonicClock()
         self._mirror = EvidenceMirror()
         self._events = Timeline(self._session_clock)
@@ -203,7 +230,7 @@ class HarnessNode(Node):
             self._session_clock,
             max_concurrent=self.config.max_concurrent,
             router=make_router(tool_config, registry),
-            listeners=[self._on_transition],
+            listeners=[self._on_transition, self._schedule.follow],
             progress_listeners=[self._on_progress],
             journal=self._journal,
             superseding=tool_config.superseding_names(),
@@ -217,6 +244,7 @@ class HarnessNode(Node):
             raise ConfigError(f"parameter 'journal_path': recovery failed: {exc}") from exc
         for task in recovery.undelivered:
             self._offer(task)
+        self.create_timer(RING_PERIOD_S, self._ring, callback_group=self._group)
         self._server = ActionServer(
             self,
             Delegate,
@@ -244,8 +272,14 @@ class HarnessNode(Node):
     def close(self) -> None:
         """Stop the runner (running tasks end FAILED, interrupted) and close the journal."""
         self._runner.close()
+        self._schedule.close()
         if self._journal is not None:
             self._journal.close()
+
+    @property
+    def schedule(self) -> Schedule:
+        """The timers and reminders (scheduled jobs in the journal)."""
+        return self._schedule
 
     def _open_journal(self) -> Journal | None:
         spec = self.config.journal_path.strip()
@@ -304,6 +338,11 @@ class HarnessNode(Node):
             self.get_logger().warning(f"delivery report with state {msg.state} ignored")
             return
         task_id, reason = msg.task_id, f"frontend: {msg.message}"
+        if task_id.startswith(JOB_PREFIX):  # a timer's ring
+            job = self._schedule.delivered(task_id, state.value, reason)
+            if job is not None:
+                self._job_event(job.id, state.value, reason)
+            return
 
         def done(result: concurrent.futures.Future[TaskState]) -> None:
             if result.exception() is not None:  # e.g. already CANCELLED here: nothing to do
@@ -455,6 +494,37 @@ class HarnessNode(Node):
         for goal in due.results:
             self._send_result(goal)
         self._publish_offers(offers)
+
+    def _ring(self) -> None:
+        """Ring the timers that are due (each once), once a frontend listens."""
+        if not self.context.ok() or self._reply_pub.get_subscription_count() == 0:
+            return  # no one to hear it yet: it stays due and rings when one listens
+        for job in self._schedule.due():
+            self._reply_pub.publish(
+                BackendReply(
+                    header=Header(stamp=self.get_clock().now().to_msg()),
+                    task_id=job.id,
+                    session_id=job.session_id or self.config.session_id,
+                    text=job.ring_text(),
+                    topic="timer",
+                )
+            )
+            self._job_event(job.id, TaskState.DELIVERING.value, f"{job.name} rang")
+
+    def _job_event(self, job_id: str, state: str, reason: str) -> None:
+        """A timeline record for a scheduled job's ring (tool ``timer``)."""
+        record = self._events.append(
+            Kind.TASK_STATE,
+            {
+                "source": "harness",
+                "task_id": job_id,
+                "state": state,
+                "tool": "timer",
+                "reason": reason,
+                "job": True,
+            },
+        )
+        self._timeline_pub.publish(record_to_msg(record))
 
     def _heartbeat(self) -> None:
         """Say the harness is alive, and every goal not settled yet is alive too (so the

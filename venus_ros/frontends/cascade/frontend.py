@@ -51,6 +51,7 @@ from venus_ros.frontends.policy import (
     delegate_all,
     parse_options,
 )
+from venus_ros.text.repair import is_filler_only
 
 __all__ = [
     "CLARIFY_PHRASE",
@@ -141,8 +142,6 @@ _ACK_ONLY = re.compile(
     r"(?:okay|ok|alright|all right|yeah|yes|yep|uh[- ]?huh|mm[- ]?hmm|mhm|right|sure|got it|"
     r"i see|cool|great|nice|good)(?: (?:okay|ok|yeah|right))*"
 )
-#: Fillers: a request of nothing else is not answered either.
-_FILLERS = re.compile(r"\b(?:u+h+|u+m+|e+r+m*|h+m+|m+h*m+|a+h+|o+h+)\b")
 _PUNCT = re.compile(r"[^\w\s'-]+")
 _HAS_WORD = re.compile(r"[A-Za-z]{2,}")
 _LEAD = re.compile(
@@ -248,7 +247,7 @@ class CascadeResponder(Responder):
             self.last_intent = "clarify"
             return Response(self.clarify_phrase, "ack")
         words = _normalise(transcript)
-        if transcript and (_ACK_ONLY.fullmatch(words) or not _FILLERS.sub("", words).strip()):
+        if transcript and (_ACK_ONLY.fullmatch(words) or is_filler_only(words)):
             self.last_intent = "user_ack"
             return None
         local = self.local_answer(transcript)

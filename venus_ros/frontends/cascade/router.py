@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from venus_ros.core.protocol import escape_tags
+from venus_ros.text.repair import clean_disfluencies
 
 if TYPE_CHECKING:
     from venus_ros.frontends.cascade.embed import Embedder
@@ -57,16 +58,6 @@ WEIGHTS_PATH = _HERE / "models" / "router.npz"
 MAX_SPAN_CHARS = 4000
 """Longest span content; :class:`~venus_ros.core.protocol.SpanParser` rejects longer ones."""
 
-_FILLER_WORDS = r"(?:u+h+m*|u+m+|e+r+m*|h+m+|m+h*m+|a+h+)"
-_FILLER = re.compile(
-    rf"(?i)(?:\s*[,—–]|\s+-)?\s*(?<![\w'’-]){_FILLER_WORDS}(?![\w'’-])(?:\s*[,.—–]|\s+-(?=\s))?"
-)
-_SOFT_FILLER = re.compile(r"(?i)\s*,\s*(?:like|you know|I mean)\s*,")
-_WORD = r"[\w'’]+"
-_REPEAT = re.compile(
-    rf"(?i)(?<![\w'’])({_WORD}(?:\s+{_WORD}){{0,2}})(?:\s*[,—–-]\s*|\s+)\1(?![\w'’])"
-)
-_FRAGMENT = re.compile(r"(?i)(?<![\w'’])(\w{1,4})[—–-]\s*(?=\1)")
 _WORDS = re.compile(r"[\w']+")
 _NPZ_FIELDS = (
     "coef",
@@ -77,44 +68,6 @@ _NPZ_FIELDS = (
     "lexical_dims",
     "lexical_scale",
 )
-_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.!?;:])")
-_REPEATED_COMMA = re.compile(r"(?:\s*,){2,}")
-
-
-def _filler_gap(match: re.Match[str]) -> str:
-    # A filler between dashes marks a repair ("sweep — um — mop"): keep one dash. Otherwise
-    # the filler goes with the commas around it ("some, uh, water" -> "some water").
-    return " — " if re.search(r"[—–-]", match.group()) else " "
-
-
-def clean_disfluencies(text: str) -> str:
-    """Removes fillers and false starts, minimally; the words of the request are kept.
-
-    Removed: fillers (``um``, ``uh``, ``er``, ``erm``, ``hmm``, ``mm``, ``ah``) with the commas
-    around them (a filler between dashes leaves one dash), ``like`` / ``you know`` /
-    ``I mean`` set off by commas, a word fragment cut off by a dash before the
-    word it starts (``g— good``), and immediate repetitions of one to three words separated by
-    spaces, a comma or a dash (``the — the red cup``, ``can you, can you``). Repairs that
-    change words (``can you — would you``) are kept: the harness reads the whole request.
-
-    Args:
-        text: A transcribed request.
-
-    Returns:
-        The cleaned text with spaces normalised; the stripped input if cleaning left nothing
-        (a request that is only ``"hmm"`` stays ``"hmm"``).
-    """
-    cleaned = _FILLER.sub(_filler_gap, text)
-    cleaned = _SOFT_FILLER.sub(" ", cleaned)
-    cleaned = _FRAGMENT.sub("", cleaned)
-    previous = None
-    while previous != cleaned:
-        previous = cleaned
-        cleaned = _REPEAT.sub(r"\1", cleaned)
-    cleaned = _REPEATED_COMMA.sub(",", cleaned)
-    cleaned = _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(cleaned.split()))
-    cleaned = cleaned.strip(" ,;:—–-")
-    return cleaned or text.strip()
 
 
 def lexical_features(
