@@ -117,8 +117,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("verify", "re-hash a built engine and re-check its parity on this host"),
     ):
         action = engines_sub.add_parser(name, help=text)
-        action.add_argument("names", nargs="*", help="engines (default: every spec)")
+        action.add_argument("names", nargs="*", help="engines (default: every network spec)")
         action.add_argument("--root", type=Path, default=None, help="engines folder")
+        if name == "build":
+            action.add_argument(
+                "--checkpoint", type=Path, default=None, help="recipe engines: the checkpoint"
+            )
+            action.add_argument(
+                "--dry-run", action="store_true", help="recipe engines: print the plan only"
+            )
     listing = engines_sub.add_parser("list", help="every spec and whether it is built")
     listing.add_argument("--root", type=Path, default=None, help="engines folder")
 
@@ -272,15 +279,29 @@ def _engines(args: argparse.Namespace) -> int:
             state = "built" if status.built else "not built"
             if status.error:
                 state = f"invalid: {status.error}"
-            print(f"{status.name:12} {status.network:8} {','.join(status.variants):16} {state}")
+            print(f"{status.name:14} {status.network:24} {','.join(status.variants):16} {state}")
         return 0
-    names = args.names or [s.name for s in statuses]
+    recipes = {s.name for s in statuses if s.network.startswith("recipe:")}
+    names = args.names or [s.name for s in statuses if s.name not in recipes]
     unknown = sorted(set(names) - {s.name for s in statuses})
     if unknown:
         print(f"venus-ros engines: no spec for {', '.join(unknown)} in {root}", file=sys.stderr)
         return 2
     status = 0
     for name in names:
+        if args.engines_command == "build" and name in recipes:
+            try:
+                plan = build_engine(root / name, checkpoint=args.checkpoint, dry_run=args.dry_run)
+            except EngineError as exc:
+                print(f"{name}: FAILED: {exc}", file=sys.stderr)
+                status = 1
+                continue
+            for step in plan["steps"]:
+                print(f"{name}: {step['name']}: {' '.join(step['argv'])}")
+            for tool in plan["missing"]:
+                print(f"{name}: missing {tool['tool']} ({tool['how']})")
+            print(f"{name}: {'planned (dry run)' if args.dry_run else 'built'}")
+            continue
         if args.engines_command == "build":
             try:
                 manifest = build_engine(root / name)
