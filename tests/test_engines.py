@@ -180,7 +180,7 @@ def test_cli_engines_build_list_verify(tmp_path: Path) -> None:
         assert main(["engines", "verify", "--root", str(root)]) == 0
         assert main(["engines", "build", "absent", "--root", str(root)]) == 2
     text = out.getvalue()
-    assert "floor        floor    fp32,fp16        not built" in text
+    assert "floor          floor                    fp32,fp16        not built" in text
     assert "floor: built (identical to reference: True; reproducible: True)" in text
     assert "floor: ok" in text
 
@@ -223,3 +223,156 @@ def test_gpu_modules_import_no_heavy_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+# --- recipes (toolchains absent here: everything around the commands is tested) ------------
+
+
+def _safetensors(path: Path, tensors: dict[str, tuple[str, list[int], bytes]]) -> None:
+    header, offset, data = {}, 0, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        data += raw
+    blob = json.dumps(header).encode()
+    path.write_bytes(len(blob).to_bytes(8, "little") + blob + data)
+
+
+def _venus_like(folder: Path) -> Path:
+    """A checkpoint with MiniCPM-o's layout: ``llm.*`` next to other modules, bf16 weights."""
+    folder.mkdir()
+    config = {
+        "model_type": "minicpmo",
+        "architectures": ["MiniCPMO"],
+        "hidden_size": 8,
+        "num_hidden_layers": 1,
+        "vocab_size": 4,
+        "rope_theta": 1e6,
+        "audio_config": {"d_model": 16},
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "tokenizer.json").write_text("{}")
+    rng = np.random.default_rng(0)
+    bf16 = rng.integers(0, 255, 64, dtype=np.uint8).tobytes()
+    f32 = np.arange(32, dtype=np.float32)
+    _safetensors(
+        folder / "model-00001-of-00002.safetensors",
+        {
+            "apm.conv.weight": ("F32", [32], f32.tobytes()),
+            "llm.model.embed_tokens.weight": ("BF16", [4, 8], bf16),
+        },
+    )
+    _safetensors(
+        folder / "model-00002-of-00002.safetensors",
+        {"llm.lm_head.weight": ("F32", [4, 8], f32.tobytes()), "tts.x": ("F32", [32], b"\0" * 128)},
+    )
+    return folder
+
+
+def test_recipe_specs_are_tracked_and_checked(tmp_path: Path) -> None:
+    from venus_ros.engines.recipes import RecipeSpec
+
+    edge = load_spec(ENGINES / "venus-edgellm")
+    gguf = load_spec(ENGINES / "venus-gguf")
+    assert isinstance(edge, RecipeSpec) and edge.quantization == "int4_awq"
+    assert isinstance(gguf, RecipeSpec) and gguf.quantization == "Q4_K_M"
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "spec.yaml").write_text("recipe: gguf\nquantization: int4_awq\n")
+    with pytest.raises(EngineError, match="Q4_K_M"):
+        load_spec(tmp_path / "x")
+
+
+def test_recipe_commands_follow_the_toolchains(tmp_path: Path, monkeypatch) -> None:
+    from venus_ros.engines.recipes import RecipeSpec, recipe_steps
+
+    monkeypatch.setenv("LLAMA_CPP_OMNI_DIR", "/opt/llama.cpp-omni")
+    monkeypatch.delenv("EDGELLM_BUILD_DIR", raising=False)
+    ckpt, out = Path("/models/venus"), tmp_path / "build"
+    edge = recipe_steps(RecipeSpec(recipe="tensorrt-edgellm", quantization="fp8"), ckpt, out)
+    assert [s.argv[0] for s in edge] == [
+        "extract-backbone",
+        "tensorrt-edgellm-quantize-llm",
+        "tensorrt-edgellm-export-llm",
+        "llm_build",
+    ]
+    assert edge[1].argv[-2:] == ("--quantization", "fp8")
+    assert edge[3].argv[-4:] == ("--maxInputLen", "4096", "--maxKVCacheCapacity", "8192")
+    fp16 = recipe_steps(RecipeSpec(recipe="tensorrt-edgellm", quantization="fp16"), ckpt, out)
+    assert "tensorrt-edgellm-quantize-llm" not in [s.argv[0] for s in fp16]
+    gguf = recipe_steps(RecipeSpec(recipe="gguf", quantization="Q8_0"), ckpt, out)
+    assert gguf[1].argv[:2] == ("python", "/opt/llama.cpp-omni/convert_hf_to_gguf.py")
+    assert gguf[2].argv == (
+        "/opt/llama.cpp-omni/build/bin/llama-quantize",
+        str(out / "llm-F16.gguf"),
+        str(out / "llm-Q8_0.gguf"),
+        "Q8_0",
+    )
+
+
+def test_backbone_extraction_copies_the_llm_tensors_byte_for_byte(tmp_path: Path) -> None:
+    from venus_ros.engines.recipes import _header, extract_backbone
+
+    ckpt = _venus_like(tmp_path / "venus")
+    info = extract_backbone(ckpt, tmp_path / "llm")
+    assert info["tensors"] == 2 and info["bytes"] == 64 + 128
+    assert info["config"]["model_type"] == "qwen3" and info["config"]["rope_theta"] == 1e6
+    assert "audio_config" not in info["config"]
+    first, start = _header(tmp_path / "llm" / "model-00001-of-00002.safetensors")
+    assert set(first) == {"model.embed_tokens.weight"}
+    assert first["model.embed_tokens.weight"]["dtype"] == "BF16"
+    source, src_start = _header(ckpt / "model-00001-of-00002.safetensors")
+    a, b = source["llm.model.embed_tokens.weight"]["data_offsets"]
+    original = (ckpt / "model-00001-of-00002.safetensors").read_bytes()[
+        src_start + a : src_start + b
+    ]
+    copied = (tmp_path / "llm" / "model-00001-of-00002.safetensors").read_bytes()[start:]
+    assert copied == original
+    from safetensors.numpy import load_file
+
+    second = load_file(tmp_path / "llm" / "model-00002-of-00002.safetensors")
+    assert list(second) == ["lm_head.weight"] and second["lm_head.weight"].shape == (4, 8)
+    assert (tmp_path / "llm" / "tokenizer.json").is_file()
+    with pytest.raises(ValueError, match=r"starts with 'vision\.'"):
+        extract_backbone(ckpt, tmp_path / "none", prefix="vision.")
+
+
+def test_a_recipe_names_every_missing_tool_and_runs_nothing(tmp_path: Path) -> None:
+    from venus_ros.engines.recipes import missing_tools
+
+    root = _root(tmp_path, "venus-gguf")
+    spec = load_spec(root / "venus-gguf")
+    if not missing_tools(spec):
+        pytest.skip("llama.cpp-omni is installed here")
+    with pytest.raises(EngineError, match=r"missing: .*convert_hf_to_gguf\.py"):
+        build_engine(root / "venus-gguf", checkpoint=_venus_like(tmp_path / "venus"))
+    with pytest.raises(EngineError, match="needs --checkpoint"):
+        build_engine(root / "venus-gguf")
+    assert not (root / "venus-gguf" / "build").exists()
+
+
+def test_a_recipe_run_writes_its_manifest(tmp_path: Path, monkeypatch) -> None:
+    """The toolchain's commands are the boundary: a stand-in runner writes what they would."""
+    from venus_ros.engines import recipes
+
+    monkeypatch.setattr(recipes.Tool, "present", lambda self: True)
+    ran: list[list[str]] = []
+
+    class Done:
+        returncode = 0
+
+    def runner(argv: list[str], check: bool) -> Done:
+        ran.append(argv)
+        if "--outfile" in argv:
+            Path(argv[argv.index("--outfile") + 1]).write_bytes(b"GGUF-f16")
+        else:
+            Path(argv[2]).write_bytes(b"GGUF-q4")
+        return Done()
+
+    spec = recipes.RecipeSpec(recipe="gguf", quantization="Q4_K_M")
+    out = tmp_path / "build"
+    manifest = recipes.run_recipe("g", spec, _venus_like(tmp_path / "venus"), out, run=runner)
+    assert len(ran) == 2 and (out / "work" / "llm" / "config.json").is_file()
+    assert set(manifest["outputs"]) == {"llm-F16.gguf", "llm-Q4_K_M.gguf"}
+    assert manifest["checkpoint"]["backbone_tensors"] == 2
+    saved = json.loads((out / "manifest.json").read_text())
+    assert saved["outputs"]["llm-Q4_K_M.gguf"]["bytes"] == len(b"GGUF-q4")

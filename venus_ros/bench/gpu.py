@@ -269,6 +269,12 @@ def bench_engines(root: Path, runs: int = 50) -> list[tuple[str, str, str, float
     rows: list[tuple[str, str, str, float, str]] = []
     probe = probe_providers()
     for status in list_engines(root):
+        if status.network.startswith("recipe:"):
+            note = (
+                f"{status.network}: needs a checkpoint (engines build {status.name} --checkpoint)"
+            )
+            rows.append((status.name, "-", "-", 0.0, note))
+            continue
         _progress(f"engine {status.name}: build")
         try:
             manifest = build_engine(root / status.name)

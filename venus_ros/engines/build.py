@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from venus_ros.engines.networks import NETWORKS, Network, get_network
 from venus_ros.engines.providers import CPU, make_session, probe_providers
+from venus_ros.engines.recipes import RecipeSpec, run_recipe
 
 __all__ = [
     "MANIFEST",
@@ -98,15 +99,18 @@ def default_root() -> Path:
     return Path(__file__).resolve().parents[2] / "engines"
 
 
-def load_spec(folder: Path) -> EngineSpec:
-    """Read and check ``folder/spec.yaml``.
+def load_spec(folder: Path) -> EngineSpec | RecipeSpec:
+    """Read and check ``folder/spec.yaml`` (a network spec, or a recipe spec with ``recipe:``).
 
     Raises:
         EngineError: missing, not YAML, an invalid key, or an unknown network.
     """
     path = folder / SPEC
     try:
-        spec = EngineSpec.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and "recipe" in data:
+            return RecipeSpec.model_validate(data)
+        spec = EngineSpec.model_validate(data)
     except FileNotFoundError as exc:
         raise EngineError(f"engine {folder.name}: no {path}") from exc
     except (yaml.YAMLError, ValidationError) as exc:
@@ -224,15 +228,28 @@ def _host() -> dict[str, Any]:
     }
 
 
-def build_engine(folder: Path) -> dict[str, Any]:
+def build_engine(
+    folder: Path, *, checkpoint: Path | None = None, dry_run: bool = False
+) -> dict[str, Any]:
     """Build every variant of ``folder``'s spec into ``folder/build/``; returns the manifest.
+
+    A recipe spec (:mod:`.recipes`) compiles ``checkpoint`` with its toolchain instead;
+    ``dry_run`` returns its plan (commands, missing tools) without running anything.
 
     Raises:
         EngineError: an invalid spec, an export that is not reproducible or differs from the
             network's reference file, or a variant that fails its parity check (the manifest is
-            written first, so the failure can be read there).
+            written first, so the failure can be read there); for a recipe, no checkpoint, a
+            missing toolchain or a failing command.
     """
     spec = load_spec(folder)
+    if isinstance(spec, RecipeSpec):
+        if checkpoint is None:
+            raise EngineError(f"engine {folder.name}: recipe {spec.recipe} needs --checkpoint")
+        try:
+            return run_recipe(folder.name, spec, checkpoint, folder / "build", dry_run=dry_run)
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise EngineError(f"engine {folder.name}: {exc}") from exc
     network = get_network(spec.network)
     out = folder / "build"
     out.mkdir(parents=True, exist_ok=True)
@@ -305,6 +322,13 @@ def verify_engine(folder: Path) -> list[str]:
         return [f"engine {folder.name} is not built (venus-ros engines build {folder.name})"]
     manifest = json.loads(path.read_text(encoding="utf-8"))
     spec = load_spec(folder)
+    if isinstance(spec, RecipeSpec):
+        return [
+            f"{name}: does not match its recorded sha256"
+            for name, entry in manifest.get("outputs", {}).items()
+            if not (folder / "build" / name).is_file()
+            or hashlib.sha256((folder / "build" / name).read_bytes()).hexdigest() != entry["sha256"]
+        ]
     problems = []
     if manifest["spec_sha256"] != _sha256((folder / SPEC).read_bytes()):
         problems.append("spec.yaml changed since the build")
@@ -354,9 +378,9 @@ def list_engines(root: Path | None = None) -> list[EngineStatus]:
         manifest = (
             json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {}
         )
-        statuses.append(
-            EngineStatus(
-                folder.name, spec.network, tuple(spec.variants), bool(manifest), "", manifest
-            )
-        )
+        if isinstance(spec, RecipeSpec):
+            kind, variants = f"recipe:{spec.recipe}", (spec.quantization,)
+        else:
+            kind, variants = spec.network, tuple(spec.variants)
+        statuses.append(EngineStatus(folder.name, kind, variants, bool(manifest), "", manifest))
     return statuses
