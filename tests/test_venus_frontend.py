@@ -173,6 +173,23 @@ def test_duplex_loop_delegates_privately_and_speaks_the_backend_reply(checkpoint
     states = [r.payload.get("outcome") for r in _of(records, Kind.DELIVERY)]
     assert "delivered" in states, states
     assert len(_of(records, Kind.VIDEO_FRAME)) >= 10  # frames reached the model's prefill
+    assert frontend.filters_delegate_audio and frontend.muted_units == 0
+    frontend.close()
+
+
+def test_units_touching_a_span_are_muted_when_the_model_voices_spans(tmp_path: Path) -> None:
+    folder = build_standin_checkpoint(tmp_path / "legacy", filter_delegate_audio=False)
+    frontend = make_frontend(f"venus:{folder}")
+    assert isinstance(frontend, VenusFrontend) and not frontend.filters_delegate_audio
+    session = run_offline(_mic(8.0, [(0.2, 1.8)]), RATE, frontend, clock=FakeClock())
+    records = list(session.timeline.snapshot())
+    closes = _of(records, Kind.DELEGATE_CLOSE)
+    assert [r.payload["query"] for r in closes] == [QUERY]
+    opened = _of(records, Kind.DELEGATE_OPEN)[0].payload["unit"]
+    voiced = {r.payload["unit"] for r in _of(records, Kind.ASSISTANT_AUDIO)}
+    assert not voiced & set(range(opened, closes[0].payload["unit"] + 1))
+    assert frontend.muted_units == closes[0].payload["unit"] - opened + 1
+    assert voiced  # the units around the span still speak
     frontend.close()
 
 

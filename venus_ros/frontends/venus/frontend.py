@@ -129,6 +129,16 @@ class VenusFrontend(Frontend):
         self.prompt_wav_path = prompt_wav_path
         self.output_sample_rate = output_sample_rate
         self._ids: dict[int, str] = self._token_table()
+        #: The model keeps ``<delegate>`` spans out of its own speech (released Realtime-Venus);
+        #: otherwise the audio of every unit that touches a span is dropped here.
+        self.filters_delegate_audio = _filters_delegate_audio(duplex)
+        #: Units whose audio was dropped because it may voice a private span.
+        self.muted_units = 0
+        if self._total_ids() is None:
+            _LOG.warning(
+                "venus: the duplex object exposes no total_ids/tokenizer: text comes from "
+                "result['text'], where <delegate> tags may be missing"
+            )
         self._mark: int | None = None
         self._in_delegate = False
         self._prefilled = False
@@ -195,11 +205,16 @@ class VenusFrontend(Frontend):
         self.unit_seconds.append((self._prefill_s, time.perf_counter() - t0))
         if not isinstance(result, Mapping) or "is_listen" not in result:
             raise FrontendError(f"venus: streaming_generate returned {type(result).__name__}")
+        was_inside = self._in_delegate
         text = self._unit_text(result)
         end = bool(result.get("end_of_turn"))
         if result["is_listen"]:
             return UnitOutput(Decision.LISTEN, end_of_turn=end)
         audio = _mono_float32(result.get("audio_waveform"))
+        private = was_inside or self._in_delegate or "<delegate>" in text
+        if private and audio.size and not self.filters_delegate_audio:
+            audio = np.zeros(0, dtype=np.float32)  # it may voice the query: never play it
+            self.muted_units += 1
         if end:
             self._in_delegate = False
         return UnitOutput(Decision.SPEAK, text=text, audio=audio, end_of_turn=end)
@@ -247,6 +262,24 @@ class VenusFrontend(Frontend):
                 as_simplex()
             except Exception:  # a failing release must not hide the session's own result
                 _LOG.warning("venus: as_simplex() failed on close", exc_info=True)
+
+
+def _filters_delegate_audio(duplex: Any) -> bool:
+    """Whether the checkpoint's own speech leaves ``<delegate>`` spans out.
+
+    An explicit ``delegate_audio_filtered`` attribute decides; otherwise the released
+    Realtime-Venus remote code is recognised by its span-filter state (the flags the public
+    Realtime-Venus serving adapter checks).
+    """
+    official = getattr(duplex, "official_duplex", duplex)
+    declared = getattr(official, "delegate_audio_filtered", None)
+    if declared is not None:
+        return declared is True
+    return (
+        callable(getattr(official, "_convert_results_to_tts_input", None))
+        and type(getattr(official, "_delegate_tts_skip", None)) is bool
+        and type(getattr(official, "_delegate_turn_preflushed", None)) is bool
+    )
 
 
 def _mono_float32(wave: Any) -> np.ndarray:
@@ -406,6 +439,11 @@ def load_venus_frontend(path: str | Path, options: VenusOptions | None = None) -
         model = model.eval().to(device)
         duplex = model.as_duplex(generate_audio=True) if options.variant == "audio" else None
         duplex = duplex if duplex is not None else model.as_duplex()
+        tokenizer = getattr(duplex, "tokenizer", None) or getattr(model, "tokenizer", None)
+        if tokenizer is None:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(
+                str(info.path), trust_remote_code=True, local_files_only=True
+            )
     except (OSError, ValueError, ImportError, RuntimeError, AttributeError) as exc:
         raise FrontendError(
             f"venus: loading {info.path} failed: {type(exc).__name__}: {exc}"
@@ -422,6 +460,7 @@ def load_venus_frontend(path: str | Path, options: VenusOptions | None = None) -
     ref_audio = _read_ref_audio(options.ref_audio) if options.ref_audio else None
     return VenusFrontend(
         duplex,
+        tokenizer=tokenizer,
         speak_tokens=options.speak_tokens,
         decode_mode=options.decode,
         send_frames=options.variant == "omni",

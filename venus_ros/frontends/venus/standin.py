@@ -51,6 +51,7 @@ def build_standin_checkpoint(
     hidden_size: int = 32,
     num_layers: int = 2,
     model_type: str = "venus_standin",
+    filter_delegate_audio: bool = True,
     seed: int = 0,
 ) -> Path:
     """Write a stand-in checkpoint into ``folder`` (created) and return it.
@@ -62,6 +63,8 @@ def build_standin_checkpoint(
         num_layers: transformer blocks.
         model_type: ``config.json``'s ``model_type``; ``"minicpmo"`` makes it look like a
             checkpoint whose remote code pins ``transformers==4.51.0`` (for the version check).
+        filter_delegate_audio: False: its speech voices ``<delegate>`` spans too and it does
+            not declare ``delegate_audio_filtered`` (like checkpoints before the released one).
         seed: torch seed of the random weights.
 
     Needs torch and transformers (the ``test`` extra).
@@ -80,6 +83,7 @@ def build_standin_checkpoint(
         num_layers=num_layers,
         special_token_ids=STANDIN_TOKEN_IDS,
         replies=list(replies),
+        filter_delegate_audio=filter_delegate_audio,
     )
     config.auto_map = {
         "AutoConfig": f"{_MODULE}.VenusStandinConfig",

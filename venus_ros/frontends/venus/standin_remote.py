@@ -12,7 +12,8 @@ way it loads MiniCPM-o 4.5's ``modeling_minicpmo.py``. It implements the same en
   thumbnail through another; text: token embeddings; all go through a small causal
   transformer with a KV cache (one forward pass per prefill, one per generated token);
 * speech: 960 samples (40 ms at 24 kHz) per spoken character from a linear head, none for
-  tokens inside a ``<delegate>`` span (the released Realtime-Venus filters those from TTS).
+  tokens inside a ``<delegate>`` span (the released Realtime-Venus filters those from TTS and
+  says so; ``filter_delegate_audio=False`` makes a stand-in that voices them, like older ones).
 
 What it *says* is not learned: the weights are random, so each generated token is the next one
 of a plan (the logits are computed, then the planned id is taken). The plan: after the user has
@@ -52,6 +53,7 @@ class VenusStandinConfig(PretrainedConfig):
         barge_in_units=2,
         audio_frame_samples=640,
         speech_samples_per_char=960,
+        filter_delegate_audio=True,
         init_vision=True,
         init_audio=True,
         init_tts=True,
@@ -67,6 +69,7 @@ class VenusStandinConfig(PretrainedConfig):
         self.barge_in_units = barge_in_units
         self.audio_frame_samples = audio_frame_samples
         self.speech_samples_per_char = speech_samples_per_char
+        self.filter_delegate_audio = filter_delegate_audio
         self.init_vision = init_vision
         self.init_audio = init_audio
         self.init_tts = init_tts
@@ -173,6 +176,7 @@ class StandinDuplex:
         self.config = model.config
         self.generate_audio = generate_audio
         self.tokenizer = ByteTokenizer(self.config.special_token_ids)
+        self.delegate_audio_filtered = bool(self.config.filter_delegate_audio)
         self._compact = {v: 256 + i for i, v in enumerate(self.config.special_token_ids.values())}
         self._expand = {c: v for v, c in self._compact.items()}
         self._prepared = False
@@ -330,7 +334,9 @@ class StandinDuplex:
                 inside = True
             elif token in (self._id("</delegate>"), self._id("<|turn_eos|>")):
                 inside = False
-            elif token < 256 and not inside and self.generate_audio and self.config.init_tts:
+            elif token < 256 and self.generate_audio and self.config.init_tts:
+                if inside and self.delegate_audio_filtered:
+                    continue
                 audio.append(torch.tanh(self.model.tts(h)).float().cpu().numpy() * 0.2)
             if token == self._id("<|turn_eos|>"):
                 break
