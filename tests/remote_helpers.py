@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -63,6 +66,7 @@ class Run:
     spoken: list[str] = field(default_factory=list)
     audio_samples: int = 0
     flushes: int = 0
+    missed: int = 0
     protocol_errors: list[str] = field(default_factory=list)
     frontend_errors: int = 0
     step_s: list[float] = field(default_factory=list)
@@ -73,9 +77,10 @@ def drive(
     frontend: Frontend,
     inputs: Iterable[InputUnit],
     on_unit: Callable[[int, DuplexLoop], None] | None = None,
+    clock: FakeClock | MonotonicClock | None = None,
 ) -> Run:
-    """Play ``inputs`` through a real :class:`DuplexLoop` on a fake clock."""
-    clock = FakeClock()
+    """Play ``inputs`` through a real :class:`DuplexLoop` (on a fake clock unless given one)."""
+    clock = clock or FakeClock()
     timeline = Timeline(clock)
     loop = DuplexLoop(frontend, timeline, clock)
     loop.prepare()
@@ -89,10 +94,12 @@ def drive(
         run.decisions.append((result.decision.value, result.end_of_turn))
         run.delegates.extend(d.query for d in result.delegates)
         run.flushes += result.flush
+        run.missed += result.missed
         if result.speech is not None:
             run.spoken.append(result.speech.text)
             run.audio_samples += result.speech.samples
-        clock.advance(unit.duration_s)
+        if isinstance(clock, FakeClock):
+            clock.advance(unit.duration_s)
     for record in timeline.snapshot(timeline.last_seq):
         if record.kind is Kind.PROTOCOL_ERROR:
             run.protocol_errors.append(record.payload["code"])
@@ -109,3 +116,47 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.01)
     return condition()
+
+
+class FakeServer:
+    """A WebSocket server on 127.0.0.1 running ``handler`` on its own loop thread."""
+
+    def __init__(self, handler: Callable, port: int = 0) -> None:
+        self.handler = handler
+        self.port = port
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="fake-server")
+        self._server = None
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> FakeServer:
+        from websockets.asyncio.server import serve
+
+        self._thread.start()
+
+        async def start():
+            return await serve(self.handler, "127.0.0.1", self.port, close_timeout=1)
+
+        self._server = asyncio.run_coroutine_threadsafe(start(), self._loop).result(10)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        async def stop():
+            self._server.close()
+            await self._server.wait_closed()
+
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (just released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

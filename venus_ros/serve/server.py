@@ -164,6 +164,11 @@ class _Pool:
                 waiter.set_result(None)
 
 
+def _select_subprotocol(ws: ServerConnection, offered: Any) -> Any:
+    """``map.realtime`` when the client offers it (the SDK does); clients offering none pass."""
+    return "map.realtime" if "map.realtime" in offered else None
+
+
 def _error(code: str, message: str) -> str:
     return json.dumps({"type": "error", "error": {"code": code, "message": message}})
 
@@ -396,6 +401,7 @@ class RealtimeServer:
             self.config.host,
             self.config.port,
             subprotocols=["map.realtime"],  # type: ignore[list-item]
+            select_subprotocol=_select_subprotocol,
             process_request=self._check_request,
             max_size=self.config.max_frame_bytes,
             ssl=tls,

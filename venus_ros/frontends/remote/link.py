@@ -324,8 +324,11 @@ class Link(abc.ABC):
     def _failed(self, exc: BaseException) -> None:
         self.stats.failures += 1
         reason = str(exc) or type(exc).__name__
-        if isinstance(exc, TimeoutError) and self.stats.queued_position:
-            reason = f"still queued (position {self.stats.queued_position}) after the timeout"
+        if self.stats.queued_position:
+            reason = (
+                f"still queued at position {self.stats.queued_position} after "
+                f"{self.options.queue_timeout_s:g} s ({reason})"
+            )
         self.last_error = reason
         if not self._outage_logged:
             self._outage_logged = True

@@ -79,6 +79,7 @@ class MiniCPMoLink(Link):
         self._collected: list[np.ndarray] = []
         self._bucket: Answer | None = None  # plain mode: the unit being assembled
         self._turn_just_ended = False
+        self._queue_reported = False
 
     @property
     def can_inject(self) -> bool:  # type: ignore[override]
@@ -147,7 +148,8 @@ class MiniCPMoLink(Link):
         if kind == "session.queued":
             position = event.get("position")
             if isinstance(position, int) and position != self.stats.queued_position:
-                if self.stats.queued_position is None:
+                if not self._queue_reported:  # once per outage, not once per attempt
+                    self._queue_reported = True
                     log.warning(
                         "remote frontend: %s is busy; queued at position %d",
                         self.options.url,
@@ -155,6 +157,7 @@ class MiniCPMoLink(Link):
                     )
                 self.stats.queued_position = position
         elif kind == "session.created":
+            self._queue_reported = False
             offered = isinstance(event.get("venus"), dict)
             self.extensions = offered and self.options.venus != "off"
         elif kind == "venus.unit" and self.extensions:
