@@ -253,6 +253,7 @@ def test_eval_run_with_baselines_writes_their_metrics_and_one_report(
     script.write_text(EVAL_SCRIPT, encoding="utf-8")
     spec = f"scripted:{script}"
     argv = ["eval", "run", "--scenarios", str(suite), "--frontend", spec, "--baselines"]
+    argv += ["--detector", "energy", "--judge", "none"]  # the scripted frontend plays tones
     out_json, report = tmp_path / "out" / "m.json", tmp_path / "report"
     argv += ["--json", str(out_json), "--report", str(report), "--no-progress"]
     assert main(argv) == 0

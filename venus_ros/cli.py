@@ -340,8 +340,13 @@ def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
     synth.add_argument("--categories", nargs="+", help="only these categories (default: all)")
     synth.add_argument("--noise", action="store_true", help="add room noise")
     synth.add_argument(
-        "--purpose", default="eval", help="seed range to draw from: eval (default) or train"
+        "--split",
+        choices=("eval", "train"),
+        default=None,
+        help="which part of the phrase families, voices and seeds to draw from: eval (default; "
+        "nothing the trained models saw) or train",
     )
+    synth.add_argument("--purpose", choices=("eval", "train"), help=argparse.SUPPRESS)
     synth.add_argument(
         "--voices",
         choices=("auto", "espeak", "piper"),
@@ -377,6 +382,30 @@ def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help=f"also run the {' and '.join(BASELINES)} baselines over the suite",
     )
+    run.add_argument(
+        "--judge",
+        default="offline",
+        help="behaviour labels by content: offline (default; deterministic, word-timed "
+        "faster-whisper transcripts + MiniLM), openai:MODEL (any OpenAI-compatible endpoint: "
+        "$VENUS_EVAL_JUDGE_BASE_URL or $OPENAI_BASE_URL, key in $OPENAI_API_KEY), or none "
+        "(acoustic labels only)",
+    )
+    run.add_argument(
+        "--asr", default="tiny.en", help="faster-whisper model for the transcripts (tiny.en, base)"
+    )
+    run.add_argument(
+        "--detector",
+        choices=("silero", "energy"),
+        default="silero",
+        help="voice activity on the played audio: silero (default, as FDB) or energy (for "
+        "frontends that play tones instead of speech, such as scripted)",
+    )
+    run.add_argument(
+        "--fdb-out",
+        type=Path,
+        help="also write Full-Duplex-Bench's layout here (output.wav, clean_output.wav from a "
+        "second run on the clean input, transcript JSONs) for FDB's own scripts",
+    )
     run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
     compare = sub.add_parser("compare", help="print the differences between two metrics JSONs")
@@ -411,6 +440,8 @@ BASELINES = ("vad-bargein", "never-yield")
 
 def _eval(args: argparse.Namespace) -> int:
     """Run one ``venus-ros eval`` command; clear errors exit 2."""
+    from venus_ros.audio.vad import ModelPackageMissing
+    from venus_ros.eval.judge import JudgeError
     from venus_ros.eval.scenario import ScenarioError
 
     name = f"venus-ros eval {args.eval_command}"
@@ -420,7 +451,15 @@ def _eval(args: argparse.Namespace) -> int:
         if args.eval_command == "run":
             return _eval_run(args)
         return _eval_compare(args.a, args.b)
-    except (ScenarioError, FrontendError, InputError, OSError, ValueError) as exc:
+    except (
+        ScenarioError,
+        FrontendError,
+        InputError,
+        OSError,
+        ValueError,
+        JudgeError,
+        ModelPackageMissing,
+    ) as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         return 2
 
@@ -440,6 +479,7 @@ def _eval_synth(args: argparse.Namespace) -> int:
         args.categories,
         noise=args.noise,
         progress=not args.no_progress,
+        split=args.split,
         purpose=args.purpose,
         voices=args.voices,
         compact=args.compact,
@@ -462,11 +502,14 @@ def _eval_run(args: argparse.Namespace) -> int:
     import json
     import time
 
-    from venus_ros.eval.metrics import compute_metrics
-    from venus_ros.eval.runner import check_frontend, run_suite
-    from venus_ros.eval.scenario import load_suite
+    from venus_ros.eval.fdb import load_any_suite
+    from venus_ros.eval.metrics import MetricsConfig, compute_metrics
+    from venus_ros.eval.runner import check_frontend, content_judge, export_fdb, run_suite
 
-    suite = load_suite(args.scenarios, args.categories)
+    suite = load_any_suite(args.scenarios, args.categories)
+    judge = transcriber = None
+    if args.judge != "none":
+        judge, transcriber = content_judge(args.judge, args.asr)
     frontends = [args.frontend]
     if args.baselines:
         # With the speaker in the microphone the baselines cancel their own echo, as live.
@@ -479,16 +522,37 @@ def _eval_run(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         runs = run_suite(suite, spec, echo=args.echo, progress=not args.no_progress)
         seconds = time.perf_counter() - start
-        metrics = compute_metrics(runs, spec, str(args.scenarios))
-        metrics["run"] = {"echo": args.echo, "seconds": round(seconds, 3)}
+        metrics = compute_metrics(
+            runs,
+            spec,
+            str(args.scenarios),
+            config=MetricsConfig(detector=args.detector),
+            judge=judge,
+            transcriber=transcriber,
+        )
+        metrics["run"] = {"echo": args.echo, "seconds": round(seconds, 3), "judge": args.judge}
+        if args.fdb_out is not None:
+            from venus_ros.eval.judge import WhisperTranscriber
+
+            target = args.fdb_out if spec == args.frontend else args.fdb_out / _safe_name(spec)
+            written = export_fdb(
+                suite,
+                runs,
+                spec,
+                target,
+                transcriber or WhisperTranscriber(args.asr),
+                echo=args.echo,
+                config=MetricsConfig(detector=args.detector),
+                progress=not args.no_progress,
+            )
+            print(f"wrote {len(written)} FDB sample folders to {target}")
         results.append(metrics)
         print("\n".join(eval_summary(metrics, seconds)))
     main_metrics, baselines = results[0], results[1:]
     if args.json is not None:
         paths = [args.json] + [
             args.json.with_name(
-                f"{args.json.stem}.{re.sub(r'[^A-Za-z0-9_.-]', '_', m['frontend'])}"
-                f"{args.json.suffix or '.json'}"
+                f"{args.json.stem}.{_safe_name(m['frontend'])}{args.json.suffix or '.json'}"
             )
             for m in baselines
         ]
@@ -501,6 +565,11 @@ def _eval_run(args: argparse.Namespace) -> int:
 
         print(f"wrote {write_report(main_metrics, args.report, baselines=baselines)}")
     return 0
+
+
+def _safe_name(spec: str) -> str:
+    """A frontend spec as a file-name part."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", spec)
 
 
 def _eval_compare(a_path: Path, b_path: Path) -> int:
@@ -545,14 +614,26 @@ def eval_summary(metrics: dict, seconds: float | None = None) -> list[str]:
             if overlap[c]["n"]
         ]
         respond = overlap["by_expected"]["respond"]
+        basis = overlap["all"].get("basis", "acoustic")
         lines.append(
-            "  overlap: "
+            f"  overlap ({basis} labels): "
             + ", ".join(rates)
             + f"; not speaking at overlap start: {overlap['all']['not_speaking']}"
         )
+        if basis == "content":
+            acoustic = [
+                f"interruption {_pct(overlap['interruption']['acoustic_response_rate'])}"
+            ] + [
+                f"{c} {_pct(overlap[c]['acoustic_continuation_rate'])}"
+                for c in ("backchannel", "other_directed", "background")
+                if overlap[c]["n"]
+            ]
+            lines.append("  acoustic outcome (secondary): " + ", ".join(acoustic))
         lines.append(
             f"  latency (respond): stop p50 {_secs(respond['stop_latency_s'].get('p50'))}, "
-            f"response p50 {_secs(respond['response_latency_s'].get('p50'))}"
+            f"response p50 {_secs(respond['response_latency_s'].get('p50'))}; FDB double talk "
+            f"p50 {_secs(respond.get('fdb_stop_s', {}).get('p50'))}, response gap p50 "
+            f"{_secs(respond.get('fdb_resp_s', {}).get('p50'))}"
         )
     if metrics["pause"]["n"] or metrics["turn_taking"]["n"]:
         lines.append(

@@ -213,8 +213,8 @@ _GENERIC = tuple(
         r"for you))?",
         r"(?:one|just a|give me a) (?:moment|second|sec|minute)",
         r"hold on|bear with me|working on it|i'?ll (?:check|look into it|find out)(?: for you)?",
-        r"(?:i'?m )?(?:sorry,? )?(?:i )?(?:can(?:'| ?no)t|cannot|am not able to|don'?t know how "
-        r"to) (?:help with|answer|do) (?:that|this)(?: (?:yet|right now))?",
+        r"(?:i'?m )?(?:sorry,? )?(?:i )?(?:can(?:'| ?no)t|cannot|could ?n[o']t|am not able to|"
+        r"don'?t know how to) (?:help with|answer|do) (?:that|this)(?: (?:yet|right now))?",
         r"no tool can (?:answer|do|help with) (?:this|that)(?: yet)?",
         r"i don'?t (?:know|have (?:that|this|an answer|the answer)(?: information)?)",
         r"i'?m not sure",

@@ -502,7 +502,7 @@ def _summary(values: Iterable[float], quantiles: Sequence[int] = _LATENCY_QUANTI
     return out
 
 
-def _pauses(sample: Sample) -> list[tuple[float, float]]:
+def pause_intervals(sample: Sample) -> list[tuple[float, float]]:
     """The pause intervals of a pause sample: ``extra["pause"]`` or the gaps between turns."""
     given = sample.extra.get("pause")
     if given is None:
@@ -533,7 +533,7 @@ def _pauses(sample: Sample) -> list[tuple[float, float]]:
 def _takeover(
     segments: Sequence[tuple[float, float]], sample: Sample, config: MetricsConfig
 ) -> tuple[bool | None, float | None]:
-    pauses = _pauses(sample)
+    pauses = pause_intervals(sample)
     if not pauses:
         return None, None
     for p0, p1 in pauses:

@@ -29,6 +29,7 @@ import concurrent.futures
 import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,8 +41,9 @@ from venus_ros.core.playback import PlaybackQueue, render_played
 from venus_ros.core.session import SessionConfig, SessionResult, run_offline
 from venus_ros.core.timeline import TimelineView
 from venus_ros.core.units import resample
-from venus_ros.eval.metrics import SampleRun
-from venus_ros.eval.scenario import Sample, Suite, ToolCall, ToolSpec
+from venus_ros.eval.judge import Judge, Transcriber, WhisperTranscriber, make_judge
+from venus_ros.eval.metrics import MetricsConfig, SampleRun
+from venus_ros.eval.scenario import OVERLAP_CATEGORIES, Sample, Suite, ToolCall, ToolSpec
 from venus_ros.harness.planner import planner_router, with_planner_tool
 from venus_ros.harness.tools import Tool, ToolRegistry, ToolResult
 
@@ -71,6 +73,7 @@ def run_sample(
     echo_gain_db: float = ECHO_GAIN_DB,
     delegate_delay_s: float = DELEGATE_DELAY_S,
     delegate_wait_s: float = DELEGATE_WAIT_S,
+    clean: bool = False,
 ) -> SampleRun:
     """Play one sample through the duplex loop (and the harness) and collect its run.
 
@@ -88,6 +91,8 @@ def run_sample(
         echo_gain_db: echo attenuation (negative: quieter).
         delegate_delay_s: session time from a delegate until its reply may be inserted.
         delegate_wait_s: wall time a delegated task may take before its reply is given up on.
+        clean: play the sample's clean input instead (FDB v1.5's ``clean_input.wav``: the
+            input without the overlap event; :meth:`Sample.clean_audio`).
 
     Returns:
         The run; on failure, a run with ``error`` set (never raises for a bad sample).
@@ -104,6 +109,7 @@ def run_sample(
             echo_gain_db,
             delegate_delay_s,
             delegate_wait_s,
+            clean,
         )
     except Exception as exc:  # one sample must never stop the suite
         return _failed(sample, f"{type(exc).__name__}: {exc}")
@@ -155,6 +161,24 @@ def run_suite(
     return runs
 
 
+def content_judge(spec: str = "offline", asr_model: str = "tiny.en") -> tuple[Judge, Transcriber]:
+    """The judge and transcriber the CLI scores with: for ``offline``, the packaged
+    all-MiniLM-L6-v2 sentence embedder (ONNX Runtime, from the cascade's embedding module: the
+    runner is the one evaluation module that may reach into the frontends) is injected into
+    :class:`~venus_ros.eval.judge.OfflineJudge`; ``openai:MODEL`` needs no embedder. Both read
+    faster-whisper word-timed transcripts of the played audio.
+
+    Raises:
+        ValueError: an unknown judge spec.
+    """
+    embed = None
+    if spec == "offline":
+        from venus_ros.frontends.cascade.embed import Embedder
+
+        embed = Embedder().embed
+    return make_judge(spec, embed=embed), WhisperTranscriber(asr_model)
+
+
 def check_frontend(spec: str) -> None:
     """Build (and close) the frontend once, so that a bad spec fails before any sample runs.
 
@@ -184,10 +208,12 @@ def _run(
     echo_gain_db: float,
     delegate_delay_s: float,
     delegate_wait_s: float,
+    clean: bool = False,
 ) -> SampleRun:
     from venus_ros.frontends import make_frontend
 
-    audio, rate = sample.load_audio()
+    loaded = sample.clean_audio() if clean else None
+    audio, rate = loaded if loaded is not None else sample.load_audio()
     # The session runs on past the recording, so a response after its last word is scored.
     audio = np.concatenate([audio, np.zeros(round(TAIL_S * rate), np.float32)])
     duration = len(audio) / rate
@@ -451,3 +477,74 @@ class _Harness:
     def close(self) -> None:
         if self._runner is not None:
             self._runner.close()
+
+
+# --- FDB export -------------------------------------------------------------------------------
+
+
+def export_fdb(
+    suite: Suite,
+    runs: Sequence[SampleRun],
+    frontend: str,
+    out: Path,
+    transcriber: Transcriber,
+    *,
+    echo: bool = False,
+    config: MetricsConfig | None = None,
+    progress: bool = False,
+) -> list[Path]:
+    """Write the runs in FDB's layout (:func:`venus_ros.eval.fdb.write_fdb_sample`) under
+    ``out``, with a second run of each overlap sample on its clean input for
+    ``clean_output.wav``, and word-timed transcripts of all four channels.
+
+    Returns:
+        The sample folders written (samples FDB has no task for are skipped).
+    """
+    from venus_ros.eval.fdb import write_fdb_sample
+    from venus_ros.eval.metrics import user_segments, voice_segments
+
+    config = config or MetricsConfig()
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(runs), file=sys.stderr, unit="sample", desc=f"fdb-out {frontend}")
+    written: list[Path] = []
+    try:
+        for run in runs:
+            sample = run.sample
+            if bar is not None:
+                bar.update(1)
+            if run.error or sample.category not in (*OVERLAP_CATEGORIES, "pause", "turn_taking"):
+                continue
+            transcripts: dict[str, Any] = {}
+            segments = voice_segments(run.played, run.played_rate, config)
+            transcripts["output"] = transcriber.words(run.played, run.played_rate, segments)
+            audio, rate = sample.load_audio()
+            transcripts["input"] = transcriber.words(
+                audio, rate, user_segments(audio, rate, config)
+            )
+            clean_played = None
+            if sample.category in OVERLAP_CATEGORIES:
+                clean_run = run_sample(sample, frontend, tools=suite.tools, echo=echo, clean=True)
+                if not clean_run.error:
+                    clean_played = (clean_run.played, clean_run.played_rate)
+                    transcripts["clean_output"] = transcriber.words(
+                        clean_run.played,
+                        clean_run.played_rate,
+                        voice_segments(clean_run.played, clean_run.played_rate, config),
+                    )
+                clean_in = sample.clean_audio()
+                if clean_in is not None:
+                    transcripts["clean_input"] = transcriber.words(
+                        *clean_in, user_segments(*clean_in, config)
+                    )
+            folder = write_fdb_sample(
+                out, sample, (run.played, run.played_rate), clean_played, transcripts
+            )
+            if folder is not None:
+                written.append(folder)
+    finally:
+        if bar is not None:
+            bar.close()
+    return written

@@ -182,7 +182,7 @@ class Sample:
         Raises:
             ScenarioError: the file is missing or unreadable.
         """
-        info = _wav_info(self.id, self.input_path)
+        info = wav_info(self.id, self.input_path)
         return info.frames / info.samplerate
 
     def load_audio(self) -> tuple[np.ndarray, int]:
@@ -194,7 +194,7 @@ class Sample:
         Raises:
             ScenarioError: the file is missing, unreadable or not mono.
         """
-        _wav_info(self.id, self.input_path)
+        wav_info(self.id, self.input_path)
         try:
             audio, rate = sf.read(str(self.input_path), dtype="float32", always_2d=True)
         except (sf.SoundFileError, OSError, RuntimeError) as exc:
@@ -217,7 +217,7 @@ class Sample:
             ScenarioError: a file is missing, unreadable or not mono.
         """
         if self.clean_path.is_file():
-            _wav_info(self.id, self.clean_path)
+            wav_info(self.id, self.clean_path)
             try:
                 audio, rate = sf.read(str(self.clean_path), dtype="float32", always_2d=True)
             except (sf.SoundFileError, OSError, RuntimeError) as exc:
@@ -457,7 +457,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _read_json(sample: str, key: str, path: Path) -> Any:
+def read_json(sample: str, key: str, path: Path) -> Any:
+    """Decode a JSON file strictly (UTF-8; no NaN/Infinity; bounded nesting).
+
+    Raises:
+        ScenarioError: unreadable, not UTF-8, not JSON or nested too deeply; naming ``key``.
+    """
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -476,7 +481,12 @@ def _read_json(sample: str, key: str, path: Path) -> Any:
         raise ScenarioError(sample, key, f"{path} is not valid JSON: {exc}") from exc
 
 
-def _wav_info(sample: str, path: Path) -> Any:
+def wav_info(sample: str, path: Path) -> Any:
+    """``soundfile.info`` of a mono WAV file.
+
+    Raises:
+        ScenarioError: the file is missing, unreadable or not mono.
+    """
     if not path.is_file():
         raise ScenarioError(sample, path.name, f"missing: {path}")
     try:
@@ -507,13 +517,13 @@ def load_sample(folder: Path) -> Sample:
     meta_path = folder / METADATA_JSON
     if not meta_path.is_file():
         raise ScenarioError(sample, METADATA_JSON, f"missing: {meta_path}")
-    parsed = parse_metadata(sample, folder, _read_json(sample, METADATA_JSON, meta_path))
-    info = _wav_info(sample, folder / INPUT_WAV)
+    parsed = parse_metadata(sample, folder, read_json(sample, METADATA_JSON, meta_path))
+    info = wav_info(sample, folder / INPUT_WAV)
     if info.frames == 0:
         raise ScenarioError(sample, INPUT_WAV, f"{folder / INPUT_WAV} holds no samples")
     if (folder / CLEAN_WAV).exists():
-        _wav_info(sample, folder / CLEAN_WAV)
-    _check_within(parsed, info.frames / info.samplerate)
+        wav_info(sample, folder / CLEAN_WAV)
+    check_within_audio(parsed, info.frames / info.samplerate)
     return parsed
 
 
@@ -521,7 +531,7 @@ def load_sample(folder: Path) -> Sample:
 END_SLACK_S = 0.05
 
 
-def _check_within(sample: Sample, duration: float) -> None:
+def check_within_audio(sample: Sample, duration: float) -> None:
     """Every turn and the overlap must lie inside the audio (a sample that scores speech that
     is not there would be scored as valid)."""
     limit = duration + END_SLACK_S
@@ -625,7 +635,7 @@ def load_suite(root: Path, categories: Collection[str] | None = None) -> Suite:
     tools: tuple[ToolSpec, ...] = ()
     tools_path = root / TOOLS_JSON
     if tools_path.is_file():
-        tools = parse_tools(_read_json(str(root), TOOLS_JSON, tools_path), str(root))
+        tools = parse_tools(read_json(str(root), TOOLS_JSON, tools_path), str(root))
     return Suite(root, tuple(sorted(samples, key=lambda s: s.id)), tools)
 
 
