@@ -126,20 +126,22 @@ def _build_backbone(size: BackboneSize, device: str, dtype: Any) -> Any:
 
 
 def _weight_bytes(model: Any) -> int:
-    total = 0
-    for tensor in list(model.parameters()) + list(model.buffers()):
-        inner = getattr(tensor, "tensor_impl", None)  # torchao quantised tensors
-        total += tensor.numel() * tensor.element_size() if inner is None else _ao_bytes(tensor)
-    return total
+    """Bytes the weights occupy, counting torchao's quantised tensors by their parts."""
+    return sum(_tensor_bytes(t) for t in [*model.parameters(), *model.buffers()])
 
 
-def _ao_bytes(tensor: Any) -> int:
-    size = 0
-    for name in ("int_data", "qdata", "packed_weight", "scale", "zero_point", "scale_and_zero"):
-        part = getattr(tensor.tensor_impl, name, None)
-        if part is not None and hasattr(part, "numel"):
-            size += part.numel() * part.element_size()
-    return size or tensor.numel()
+_QUANT_PARTS = ("int_data", "qdata", "packed_weight", "scale", "zero_point", "scale_and_zero")
+
+
+def _tensor_bytes(tensor: Any) -> int:
+    for holder in (getattr(tensor, "tensor_impl", None), tensor):
+        if holder is None:
+            continue
+        parts = [getattr(holder, name, None) for name in _QUANT_PARTS]
+        parts = [p for p in parts if p is not None and p is not tensor and hasattr(p, "numel")]
+        if parts:
+            return sum(p.numel() * p.element_size() for p in parts)
+    return tensor.numel() * tensor.element_size()
 
 
 def _time_units(
