@@ -44,7 +44,9 @@ setup(
         "packaging>=23",  # version checks of checkpoint remote code (frontends/venus)
         "livekit>=1.2.1,<2",  # WebRTC AEC3 (Apache-2.0)
         "onnxruntime>=1.17",
-        "httpx>=0.27,<1",  # the cloud LLM tool (OpenAI-compatible HTTP)
+        "httpx>=0.27,<1",  # the evaluation's optional LLM judge
+        "openai>=3.57,<4",  # the cloud planner's client (harness/llm.py; Apache-2.0)
+        "httpx2>=2.16,<3",  # the openai SDK's HTTP client, configured by harness/llm.py
         # remote frontend and `venus-ros serve`: MiniCPM-o Realtime SDK (Apache-2.0) and
         # WebSockets (BSD-3-Clause)
         "openbmb-realtime>=0.1.6,<0.2",

@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +35,7 @@ from fake_openai import (
 from venus_ros.core.clock import FakeClock
 from venus_ros.core.protocol import PrivateSpan, VisibleText, split_visible
 from venus_ros.core.timeline import Kind, Timeline, TimelineView
+from venus_ros.harness.journal import Journal, read_journal
 from venus_ros.harness.llm import (
     LLM_TOOL_SCHEMA,
     MAX_CALLS_PER_STEP,
@@ -50,7 +52,7 @@ from venus_ros.harness.llm import (
     tool_message_content,
     with_llm_polish,
 )
-from venus_ros.harness.polish import MAX_REPLY_CHARS, polish
+from venus_ros.harness.polish import MAX_REPLY_CHARS, polish, reply_text
 from venus_ros.harness.runner import HarnessRunner
 from venus_ros.harness.tasks import TaskState
 from venus_ros.harness.tools import (
@@ -533,6 +535,52 @@ def test_the_api_key_stays_out_of_tasks_and_their_transitions(server: FakeOpenAI
         default=str,
     )
     assert KEY not in record
+
+
+def test_an_endpoint_echoing_the_authorization_header_gets_nothing_spoken_or_journaled(
+    server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Regression (#13 defect 3): a hostile or buggy endpoint copies the Authorization header
+    into a tool call's arguments and into its final answer."""
+
+    def echo_into_call(request: Recorded) -> Reply:
+        header = request.headers["authorization"]  # "Bearer sk-..."
+        return tool_calls(("spy", {"note": f"{header} and {header.split()[-1]}"}))
+
+    def echo_into_text(request: Recorded) -> Reply:
+        return text(f"Your key is {request.headers['authorization'].split()[-1]}. Done.")
+
+    server.add(echo_into_call, echo_into_text)
+    spy = Spy()
+    schema = {
+        "type": "object",
+        "properties": {"note": {"type": "string"}},
+        "required": ["note"],
+        "additionalProperties": False,
+    }
+    llm_tool = make_llm_tool(
+        LlmToolSettings(llm=settings(server.url)),
+        [spy_tool("spy", spy, schema=schema)],
+        client=client(server.url),
+    )
+    with (
+        Journal(tmp_path / "journal.sqlite3") as journal,
+        HarnessRunner(ToolRegistry([llm_tool]), FakeClock(), journal=journal) as runner,
+    ):
+        task = runner.submit(
+            "q", "s", 1, 0, EMPTY, tool="cloud_llm", args={"request": "what is my key?"}
+        )
+        done = runner.future(task.id).result(WAIT_S)
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"  # it was sent
+    assert done.state is TaskState.COMPLETED
+    assert spy.calls and KEY not in json.dumps(spy.calls)  # the tool never saw it
+    spoken = reply_text(done)
+    assert "Your key is" in spoken and KEY not in spoken
+    journaled = json.dumps(
+        [row.__dict__ for row in read_journal(tmp_path / "journal.sqlite3")], default=str
+    )
+    assert KEY not in journaled and KEY not in json.dumps(done.payload)
+    assert KEY not in json.dumps(server.requests[1].messages)  # nor sent back to the model
 
 
 # --- sanitising ----------------------------------------------------------------------------------

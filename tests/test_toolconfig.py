@@ -28,7 +28,7 @@ from venus_ros.harness.toolconfig import (
     make_router,
     parse_tool_config,
 )
-from venus_ros.harness.tools import Tool, ToolResult, UnknownToolError, builtin_tools
+from venus_ros.harness.tools import Tool, ToolError, ToolResult, UnknownToolError, builtin_tools
 from venus_ros.paths import share_path
 
 SHIPPED = Path(__file__).resolve().parents[1] / "config" / "tools.yaml"
@@ -426,14 +426,38 @@ def test_superseding_tools_are_the_enabled_ones_declared_so() -> None:
     assert config.with_enabled(["timer", "navigate_to"]).superseding_names() == ["navigate_to"]
 
 
-def test_the_router_prefers_enabled_keyword_tools_then_the_llm(shipped: dict[str, Any]) -> None:
+def test_the_router_plans_with_the_cloud_llm_when_one_is_enabled(shipped: dict[str, Any]) -> None:
     plain = config_with(shipped, ["calculator"])
     router = make_router(plain, build_registry(plain))
     assert router("what is 6 times 7") == ("calculator", {"expression": "6 * 7"})
     assert router("what time is it") is None  # clock is not enabled
     assert router("tell me a joke") is None
-    with_llm = config_with(shipped, ["calculator", "cloud_llm"])
+    with_llm = config_with(shipped, ["calculator", "timer", "cloud_llm"])
     router = make_router(with_llm, build_registry(with_llm, env=ENV))
-    assert router("what is 6 times 7") == ("calculator", {"expression": "6 * 7"})
-    assert router("what time is it") == ("cloud_llm", {"request": "what time is it"})
-    assert router("tell me a joke") == ("cloud_llm", {"request": "tell me a joke"})
+    for query in ("what is 6 times 7", "set a timer for twenty five minutes", "tell me a joke"):
+        assert router(query) == ("cloud_llm", {"request": query})  # the planner plans
+
+
+def test_the_keyword_router_answers_only_when_the_cloud_planner_fails(
+    shipped: dict[str, Any], server: FakeOpenAI
+) -> None:
+    config = llm_config(shipped, server.url, ["clock", "calculator", "timer", "cloud_llm"])
+    llm = build_registry(config, llm_client=fast_client).get("cloud_llm")
+    server.add(error(503, "down"))
+    result = asyncio.run(llm.run({"request": "what time is it in Tokyo"}, EMPTY))
+    assert result.payload["fallback"] == "keyword router"
+    assert "HTTP 503" in result.payload["planner_error"]
+    expected = {"tool": "clock", "ok": True, "args": {"timezone": "Asia/Tokyo"}}
+    assert result.payload["calls"] == [expected]
+    # The fallback only picks tools the planner may call (cloud_llm's `tools`: no timer).
+    server.add(error(503, "down"))
+    with pytest.raises(ToolError, match="HTTP 503"):
+        asyncio.run(llm.run({"request": "set a timer for twenty five minutes"}, EMPTY))
+    # A request the keyword router cannot place fails with the planner's error.
+    server.add(error(503, "down"))
+    with pytest.raises(ToolError, match="HTTP 503"):
+        asyncio.run(llm.run({"request": "tell me a joke"}, EMPTY))
+    # After the planner called a tool, a later failure is not retried by the keyword router.
+    server.add(tool_calls(("calculator", {"expression": "6*7"})), error(400, "bad"))
+    with pytest.raises(ToolError, match="HTTP 400"):
+        asyncio.run(llm.run({"request": "what is 6 times 7"}, EMPTY))

@@ -1,9 +1,14 @@
 """An OpenAI-compatible chat-completions client, the planning loop and LLM polishing.
 
-- :class:`LlmClient` speaks ``POST {base_url}/chat/completions`` with function calling, over
-  :mod:`httpx`. Each attempt has a total deadline; 408, 409, 429, 5xx, timeouts and connection
-  errors are retried with exponential backoff and jitter (a ``Retry-After`` or
-  ``retry-after-ms`` header is honoured); anything else raises :class:`LlmError` at once.
+- :class:`LlmClient` speaks ``POST {base_url}/chat/completions`` with function calling through
+  the official ``openai`` SDK (``AsyncOpenAI``: request building, connect/read timeouts, typed
+  errors carrying the response headers). The retry policy stays ours, bounded and testable
+  (the SDK's own retries are off): each attempt has a total deadline; 408, 409, 429, 5xx,
+  timeouts and connection errors are retried with exponential backoff and jitter (a
+  ``Retry-After`` or ``retry-after-ms`` header is honoured, one longer than
+  ``max_retry_after_s`` ends the request); anything else raises :class:`LlmError` at once. The
+  reply body is read raw and checked here (size limit, shape), so a malformed or hostile reply
+  is a clear error, never a crash.
 - :func:`plan_and_run` lets the model call the other tools: their JSON schemas go out as
   OpenAI ``tools``, each returned call has its arguments validated against the tool's schema
   before the tool runs (an invalid call is answered with the error, never run), results go back
@@ -17,8 +22,10 @@
 Secrets: the API key is read from the environment variable named in the settings when the
 client is made, kept in an object whose ``repr`` hides it, sent only in the ``Authorization``
 header, and never put in a log line, an exception message or a result. Server error text is
-redacted before it is used. The HTTP client ignores proxy variables and ``.netrc``
-(``trust_env=False``) and never follows redirects.
+redacted before it is used, and so are the model's replies and its tool-call arguments (an
+endpoint that echoes the Authorization header must not get the key spoken, journaled or passed
+to a tool). The HTTP client ignores proxy variables and ``.netrc`` (``trust_env=False``) and
+never follows redirects.
 
 Sanitising: everything that comes back from a tool or from the model is made valid text
 (non-UTF-8 bytes and lone surrogates become U+FFFD, control characters are dropped), cut to a
@@ -46,11 +53,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
+import httpx2
+import openai
 
 from venus_ros.core.protocol import escape_tags
 from venus_ros.core.timeline import Kind, TimelineView
 from venus_ros.harness.polish import polish
+from venus_ros.harness.secrets import scrub
 from venus_ros.harness.tools import (
     ArgumentError,
     Tool,
@@ -292,7 +301,7 @@ class LlmClient:
         env: where the API key variable is read (default: ``os.environ``), once, now.
         sleep: awaited between retries (tests inject one that records the delays).
         rng: the source of backoff jitter (seed it for reproducible delays).
-        transport: an httpx transport (tests); default: the network.
+        transport: an ``httpx2`` transport (tests); default: the network.
 
     Each :meth:`chat` (or each :meth:`session`) opens its own HTTP connection pool on the
     running event loop and closes it afterwards, so a client may be shared between loops.
@@ -305,7 +314,7 @@ class LlmClient:
         env: Mapping[str, str] | None = None,
         sleep: SleepFn = asyncio.sleep,
         rng: random.Random | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self.settings = settings
         source = os.environ if env is None else env
@@ -335,17 +344,27 @@ class LlmClient:
     @asynccontextmanager
     async def session(self) -> AsyncIterator[_Session]:
         """A connection pool for several requests (the planning loop's), closed on exit."""
-        timeout = httpx.Timeout(
-            self.settings.request_timeout_s, connect=self.settings.connect_timeout_s
-        )
-        async with httpx.AsyncClient(
+        settings = self.settings
+        timeout = httpx2.Timeout(settings.request_timeout_s, connect=settings.connect_timeout_s)
+        inner = self._transport or httpx2.AsyncHTTPTransport(verify=_ssl_context())
+        hooks = {} if self._key is not None else {"request": [_no_authorization]}
+        async with httpx2.AsyncClient(
             timeout=timeout,
-            verify=_ssl_context(),
             trust_env=False,
             follow_redirects=False,
-            transport=self._transport,
+            transport=_CappedTransport(inner, settings.max_response_bytes),
+            event_hooks=hooks,
         ) as http:
-            yield _Session(self, http)
+            sdk = openai.AsyncOpenAI(
+                # a keyless local server: the SDK wants some key; the hook drops the header
+                api_key=self._key.reveal() if self._key is not None else "no-key",
+                base_url=settings.base_url,
+                timeout=timeout,
+                max_retries=0,  # the retry policy is ours (see the module docstring)
+                http_client=http,
+                default_headers={"User-Agent": "venus_ros-harness"},
+            )
+            yield _Session(self, sdk)
 
     async def chat(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] = ()
@@ -356,20 +375,29 @@ class LlmClient:
 
     # --- internals used by _Session ---
 
-    def _headers(self) -> dict[str, str]:
+    def _check_key(self) -> None:
         if self.settings.api_key_env is not None and self._key is None:
             raise LlmError(
                 f"the API key variable ${self.settings.api_key_env} is not set", retryable=False
             )
-        headers = {"Accept": "application/json", "User-Agent": "venus_ros-harness"}
-        if self._key is not None:
-            headers["Authorization"] = f"Bearer {self._key.reveal()}"
-        return headers
 
     def _redact(self, text: str) -> str:
         if self._key is not None:
             text = text.replace(self._key.reveal(), "***")
         return _TOKENISH.sub(lambda m: (m.group(1) or "sk-") + "***", text)
+
+    def _scrub_reply(self, reply: ChatReply) -> ChatReply:
+        """The reply without the key or anything secret-shaped: its text and every tool call's
+        name and arguments (replacements keep JSON valid: they hold no quote or backslash)."""
+
+        def clean(text: str) -> str:
+            return scrub(self._redact(clean_text(text)))
+
+        calls = tuple(
+            ToolCall(call.id, clean(call.name), clean(call.arguments)) for call in reply.tool_calls
+        )
+        content = clean(reply.content) if reply.content is not None else None
+        return ChatReply(content, calls, reply.finish_reason)
 
     def _delay(self, attempt: int, error: LlmError) -> float | None:
         """Seconds to wait before retry number ``attempt + 1``; None: do not retry."""
@@ -384,9 +412,9 @@ class LlmClient:
 class _Session:
     """Requests sharing one connection pool (from :meth:`LlmClient.session`)."""
 
-    def __init__(self, client: LlmClient, http: httpx.AsyncClient) -> None:
+    def __init__(self, client: LlmClient, sdk: openai.AsyncOpenAI) -> None:
         self._client = client
-        self._http = http
+        self._sdk = sdk
 
     async def chat(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] = ()
@@ -397,9 +425,11 @@ class _Session:
             LlmError: when the request failed for good (after retries, for retryable causes).
         """
         client, settings = self._client, self._client.settings
+        client._check_key()
+        # Valid text only: a lone surrogate echoed from a reply cannot break the encoding.
         body: dict[str, Any] = {
             "model": settings.model,
-            "messages": [dict(m) for m in messages],
+            "messages": _json_safe([dict(m) for m in messages]),
             "temperature": settings.temperature,
         }
         if tools:
@@ -407,13 +437,10 @@ class _Session:
             body["tool_choice"] = "auto"
         if settings.max_tokens is not None:
             body["max_tokens"] = settings.max_tokens
-        # ASCII JSON: a lone surrogate echoed from a reply cannot break the encoding.
-        content = json.dumps(body, allow_nan=False).encode("ascii")
-        headers = client._headers() | {"Content-Type": "application/json"}
         attempts = settings.max_retries + 1
         for attempt in range(attempts):
             try:
-                return await self._attempt(content, headers)
+                return client._scrub_reply(await self._attempt(body))
             except LlmError as exc:
                 if not exc.retryable or attempt + 1 >= attempts:
                     raise
@@ -435,28 +462,43 @@ class _Session:
                 await client._sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _attempt(self, content: bytes, headers: Mapping[str, str]) -> ChatReply:
+    async def _attempt(self, body: Mapping[str, Any]) -> ChatReply:
         settings = self._client.settings
+        host = _host(settings.base_url)
         started = time.perf_counter()
         try:
-            status, reply_headers, raw = await asyncio.wait_for(
-                self._post(content, headers), settings.request_timeout_s
+            response = await asyncio.wait_for(
+                self._sdk.chat.completions.with_raw_response.create(**body),
+                settings.request_timeout_s,
             )
+            status, raw = response.status_code, response.content
         except asyncio.TimeoutError:
             raise LlmError(
-                f"no reply from {_host(settings.base_url)} within {settings.request_timeout_s:g} s",
-                retryable=True,
+                f"no reply from {host} within {settings.request_timeout_s:g} s", retryable=True
             ) from None
-        except httpx.TimeoutException:
+        except openai.APITimeoutError:
+            raise LlmError(f"timed out talking to {host}", retryable=True) from None
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            message = f"HTTP {status} from {host}"
+            detail = self._client._redact(_error_text(exc.response.content))
+            if detail:
+                message += f": {detail}"
             raise LlmError(
-                f"timed out talking to {_host(settings.base_url)}", retryable=True
+                message,
+                retryable=status in RETRYABLE_STATUSES or status >= 500,
+                status=status,
+                retry_after=_retry_after(exc.response.headers),
             ) from None
-        except httpx.TransportError as exc:
-            detail = self._client._redact(_short(str(exc) or type(exc).__name__))
-            raise LlmError(
-                f"cannot reach {_host(settings.base_url)} ({type(exc).__name__}: {detail})",
-                retryable=True,
-            ) from None
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, _TooLarge):
+                raise LlmError(str(cause), retryable=False, status=cause.status) from None
+            detail = self._client._redact(_short(str(cause or exc) or type(exc).__name__))
+            kind = type(cause or exc).__name__
+            raise LlmError(f"cannot reach {host} ({kind}: {detail})", retryable=True) from None
+        except _TooLarge as exc:
+            raise LlmError(str(exc), retryable=False, status=exc.status) from None
         log.debug(
             "llm: POST %s -> %d (%d bytes, %.0f ms)",
             settings.url,
@@ -464,47 +506,66 @@ class _Session:
             len(raw),
             (time.perf_counter() - started) * 1000,
         )
-        if not 200 <= status < 300:
-            message = f"HTTP {status} from {_host(settings.base_url)}"
-            detail = self._client._redact(_error_text(raw))
-            if detail:
-                message += f": {detail}"
-            raise LlmError(
-                message,
-                retryable=status in RETRYABLE_STATUSES or status >= 500,
-                status=status,
-                retry_after=_retry_after(reply_headers),
-            )
         try:
             return _parse_reply(raw)
         except LlmError as exc:
             raise LlmError(self._client._redact(str(exc)), retryable=False, status=status) from None
 
-    async def _post(
-        self, content: bytes, headers: Mapping[str, str]
-    ) -> tuple[int, httpx.Headers, bytes]:
-        limit = self._client.settings.max_response_bytes
-        async with self._http.stream(
-            "POST", self._client.settings.url, content=content, headers=dict(headers)
-        ) as response:
-            chunks: list[bytes] = []
-            size = 0
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > limit:
-                    raise LlmError(
-                        f"the reply is larger than {limit} bytes",
-                        retryable=False,
-                        status=response.status_code,
-                    )
-                chunks.append(chunk)
-            return response.status_code, response.headers, b"".join(chunks)
+
+class _TooLarge(Exception):
+    """A reply body over the size limit (raised while it is read)."""
+
+    def __init__(self, limit: int, status: int) -> None:
+        super().__init__(f"the reply is larger than {limit} bytes")
+        self.status = status
+
+
+class _CappedStream(httpx2.AsyncByteStream):
+    def __init__(self, inner: httpx2.AsyncByteStream, limit: int, status: int) -> None:
+        self._inner, self._limit, self._status = inner, limit, status
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in self._inner:
+            size += len(chunk)
+            if size > self._limit:
+                raise _TooLarge(self._limit, self._status)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _CappedTransport(httpx2.AsyncBaseTransport):
+    """A transport whose response bodies stop at ``limit`` bytes (:class:`_TooLarge`)."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, limit: int) -> None:
+        self._inner, self._limit = inner, limit
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        stream = response.stream
+        assert isinstance(stream, httpx2.AsyncByteStream)
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_CappedStream(stream, self._limit, response.status_code),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def _no_authorization(request: httpx2.Request) -> None:
+    """A keyless endpoint gets no Authorization header at all."""
+    request.headers.pop("Authorization", None)
 
 
 @functools.lru_cache(maxsize=1)
 def _ssl_context() -> ssl.SSLContext:
     """The TLS context of every request (loading the CA bundle takes ~40 ms: done once)."""
-    return httpx.create_ssl_context()
+    return httpx2.create_ssl_context()
 
 
 def _host(url: str) -> str:
@@ -533,7 +594,7 @@ def _error_text(raw: bytes) -> str:
     return _short(text)
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
     value = headers.get("retry-after-ms")
     if value is not None:
@@ -744,6 +805,19 @@ def _user_message(query: str, evidence: TimelineView | None) -> str:
 # --- the planning loop ------------------------------------------------------------------------
 
 
+class PlannerError(ToolError):
+    """The planner gave no answer (the endpoint failed, an empty answer, out of steps).
+
+    Attributes:
+        calls: the tool calls it had made before failing (empty: nothing was done yet, so
+            another router may still take the request).
+    """
+
+    def __init__(self, message: str, calls: Sequence[Mapping[str, Any]] = ()) -> None:
+        super().__init__(message)
+        self.calls = tuple(calls)
+
+
 @dataclass(frozen=True)
 class PlanResult:
     """What :func:`plan_and_run` did.
@@ -782,8 +856,9 @@ async def plan_and_run(
         The final text and a record of the tool calls.
 
     Raises:
-        ToolError: when the model gives no answer within ``max_steps`` requests, gives an empty
-            one, or the endpoint fails (the message is safe to show: no key, tags escaped).
+        PlannerError: when the model gives no answer within ``max_steps`` requests, gives an
+            empty one, or the endpoint fails (the message is safe to show: no key, tags
+            escaped).
     """
     steps_allowed = client.settings.max_steps if max_steps is None else int(max_steps)
     if steps_allowed < 1:
@@ -803,7 +878,7 @@ async def plan_and_run(
                 if not reply.tool_calls:
                     text = safe_text(reply.content or "", MAX_FINAL_CHARS).strip()
                     if not text:
-                        raise ToolError("the language model gave an empty answer")
+                        raise PlannerError("the language model gave an empty answer", calls)
                     return PlanResult(text, step, tuple(calls))
                 messages.append(reply.as_message())
                 for index, call in enumerate(reply.tool_calls):
@@ -815,8 +890,8 @@ async def plan_and_run(
                         content = await _run_call(call, available, view, calls)
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
     except LlmError as exc:
-        raise ToolError(safe_text(f"the language model failed: {exc}", 500)) from None
-    raise ToolError(f"the language model gave no answer within {steps_allowed} steps")
+        raise PlannerError(safe_text(f"the language model failed: {exc}", 500), calls) from None
+    raise PlannerError(f"the language model gave no answer within {steps_allowed} steps", calls)
 
 
 def _tool_map(tools: ToolRegistry | Iterable[Tool]) -> dict[str, Tool]:
@@ -862,6 +937,28 @@ async def _run_call(
         return _tool_error_content(f"the {name} tool failed ({type(exc).__name__})")
     record["ok"] = True
     return content
+
+
+async def _fall_back(
+    tool: Tool, args: Mapping[str, Any], evidence: TimelineView, why: str
+) -> ToolResult:
+    """Run the keyword router's pick because the planner failed (the last resort)."""
+    log.warning("llm: the planner failed (%s); the keyword router's %s answers", why, tool.name)
+    try:
+        valid = tool.validate(args)
+    except ArgumentError as exc:
+        raise ToolError(f"{why}; the fallback could not call {tool.name}: {exc}") from None
+    try:
+        result = _coerce_result(await asyncio.wait_for(tool.run(valid, evidence), tool.timeout_s))
+    except asyncio.TimeoutError:
+        raise ToolError(f"{why}; then {tool.name} took longer than {tool.timeout_s:g} s") from None
+    payload = {
+        "fallback": "keyword router",
+        "planner_error": why,
+        "calls": [{"tool": tool.name, "ok": True, "args": _json_safe(valid)}],
+        "result": _json_safe(dict(result.payload)),
+    }
+    return ToolResult(result.text, payload)
 
 
 # --- polishing ----------------------------------------------------------------------------------
@@ -959,8 +1056,14 @@ def make_llm_tool(
     *,
     client: LlmClient | None = None,
     env: Mapping[str, str] | None = None,
+    fallback: Callable[[str], tuple[str, dict[str, Any]] | None] | None = None,
 ) -> Tool:
     """The ``llm`` tool: ``run({"request": ...})`` answers through :func:`plan_and_run`.
+
+    The cloud planner plans every request it is given. ``fallback`` (the keyword router) is the
+    last resort: only when the planner failed before calling any tool (the endpoint is down,
+    out of quota, no answer), the fallback's pick among the offered tools runs instead, and the
+    payload says so (``"fallback"``, ``"planner_error"``).
 
     Args:
         settings: the tool's settings.
@@ -968,6 +1071,7 @@ def make_llm_tool(
             offered to the model. The tool never offers itself.
         client: the client to use; default: a new :class:`LlmClient` over ``settings.llm``.
         env: where the client reads the API key (default ``os.environ``).
+        fallback: ``router(request) -> (tool, args) | None``, tried when the planner fails.
 
     Raises:
         UnknownToolError: when ``settings.tools`` names a tool that ``registry`` lacks.
@@ -990,7 +1094,14 @@ def make_llm_tool(
     side_effects = settings.side_effects or any(t.side_effects for t in offered)
 
     async def run(args: Mapping[str, Any], evidence: TimelineView) -> ToolResult:
-        plan = await plan_and_run(str(args["request"]), evidence, offered, llm)
+        request = str(args["request"])
+        try:
+            plan = await plan_and_run(request, evidence, offered, llm)
+        except PlannerError as exc:
+            picked = fallback(request) if fallback is not None and not exc.calls else None
+            if picked is None or picked[0] not in others:
+                raise
+            return await _fall_back(others[picked[0]], picked[1], evidence, str(exc))
         payload = {
             "model": settings.llm.model,
             "steps": plan.steps,

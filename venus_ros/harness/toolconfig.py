@@ -601,7 +601,18 @@ def build_registry(
         if skipped:
             log.info("%s: %s may not call %s: not enabled", source, name, ", ".join(skipped))
         settings = dataclasses.replace(entry.tool_settings(name), tools=tuple(callable_names))
-        built[name] = make_llm_tool(settings, list(plain.values()), client=client_for(settings.llm))
+        allowed = set(callable_names)
+
+        def fallback(query: str, allowed: set[str] = allowed) -> tuple[str, dict[str, Any]] | None:
+            picked = route(query)
+            return picked if picked is not None and picked[0] in allowed else None
+
+        built[name] = make_llm_tool(
+            settings,
+            list(plain.values()),
+            client=client_for(settings.llm),
+            fallback=fallback,
+        )
     tools = [built[name] for name in config.enabled]
     if not config.llm_names():  # the local planner runs requests that need several calls
         tools = with_planner_tool(tools, embed)
@@ -627,9 +638,10 @@ def make_router(
 ) -> Router:
     """A router over the enabled tools.
 
-    With an enabled ``llm`` tool (the cloud planner): ``base`` (the keyword router) first, when
-    it picks an enabled tool, else the first ``llm`` tool with ``{"request": query}``. Without
-    one: the local planner (:class:`~venus_ros.harness.planner.LocalPlanner`) — one planned call
+    With an enabled ``llm`` tool (the cloud planner): every request goes to the first ``llm``
+    tool with ``{"request": query}``; the keyword router is its last resort inside the tool,
+    when the planner fails (:func:`~venus_ros.harness.llm.make_llm_tool`). Without one: the
+    local planner (:class:`~venus_ros.harness.planner.LocalPlanner`) — one planned call
     goes straight to its tool, several go to ``local_planner`` — and ``base`` when it plans
     nothing. None when nothing fits (the task then fails with "no tool can answer this yet").
     """
@@ -642,7 +654,7 @@ def make_router(
     if llm is not None:
 
         def cloud(query: str) -> tuple[str, dict[str, Any]] | None:
-            return keyword(query) or (llm, {"request": query})
+            return llm, {"request": query}
 
         return cloud
 
