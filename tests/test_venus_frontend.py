@@ -113,6 +113,12 @@ def test_no_cuda_for_a_9b_checkpoint_says_what_to_expect(tmp_path: Path) -> None
         make_frontend(f"venus:{folder},device=cuda")
 
 
+def test_memory_needs_a_checkpoint_that_has_it(checkpoint: Path) -> None:
+    assert parse_venus_spec("x,memory=30")[1].memory == 30
+    with pytest.raises(FrontendError, match="no long-video memory"):
+        make_frontend(f"venus:{checkpoint},memory=5")
+
+
 def test_checkpoint_reads_protocol_tokens(checkpoint: Path) -> None:
     info = inspect_checkpoint(checkpoint)
     assert isinstance(info, CheckpointInfo) and info.can_delegate

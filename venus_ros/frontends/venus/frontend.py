@@ -142,6 +142,7 @@ class VenusFrontend(Frontend):
         self._mark: int | None = None
         self._in_delegate = False
         self._prefilled = False
+        self._sessions = 0
         #: Seconds spent in streaming_prefill and streaming_generate for each unit.
         self.unit_seconds: list[tuple[float, float]] = []
 
@@ -163,7 +164,15 @@ class VenusFrontend(Frontend):
         return ids if ids is not None and self.tokenizer is not None and self._ids else None
 
     def prepare(self, system_prompt: str = "", ref_audio: np.ndarray | None = None) -> None:
-        """``duplex.prepare``; an empty prompt keeps the checkpoint's own system prompt."""
+        """``duplex.prepare``; an empty prompt keeps the checkpoint's own system prompt.
+
+        A second session on the same duplex object first resets the Realtime-Venus memory
+        runtime where there is one (its ``prepare`` is single-use per session).
+        """
+        runtime = getattr(self.duplex, "memory_runtime", None)
+        if self._sessions and callable(getattr(runtime, "reset_memory", None)):
+            runtime.reset_memory()
+        self._sessions += 1
         self.duplex.prepare(
             prefix_system_prompt=system_prompt or None,
             ref_audio=ref_audio if ref_audio is not None else self.ref_audio,
@@ -307,6 +316,8 @@ class VenusOptions:
         ref_audio: a WAV file of the voice to clone (resampled to 16 kHz).
         versions: ``check`` (refuse a checkpoint whose remote code pins other library
             versions) or ``ignore``.
+        memory: minutes of Realtime-Venus-Omni's long-video memory (``model.use_memory``);
+            0 leaves it off.
     """
 
     device: str = "auto"
@@ -317,6 +328,7 @@ class VenusOptions:
     decode: str = "sampling"
     ref_audio: str = ""
     versions: str = "check"
+    memory: int = 0
 
     def __post_init__(self) -> None:
         choices = {
@@ -334,6 +346,8 @@ class VenusOptions:
             raise ValueError("device must be auto, cpu, cuda or cuda:N")
         if not 1 <= self.speak_tokens <= 200:
             raise ValueError("speak_tokens must be in 1..200")
+        if not 0 <= self.memory <= 24 * 60:
+            raise ValueError("memory must be in 0..1440 minutes")
 
 
 def parse_venus_spec(argument: str) -> tuple[Path, VenusOptions]:
@@ -354,7 +368,8 @@ def parse_venus_spec(argument: str) -> tuple[Path, VenusOptions]:
                 f"frontend 'venus': unknown option {raw!r}; options: "
                 + ", ".join(f"{k}=..." for k in known)
             )
-        values[key] = int(value) if key == "speak_tokens" and value.isdigit() else value
+        numeric = key in ("speak_tokens", "memory") and value.isdigit()
+        values[key] = int(value) if numeric else value
     try:
         return Path(path).expanduser(), VenusOptions(**values)
     except (TypeError, ValueError) as exc:
@@ -437,6 +452,10 @@ def load_venus_frontend(path: str | Path, options: VenusOptions | None = None) -
     try:
         model = transformers.AutoModel.from_pretrained(str(info.path), **kwargs)
         model = model.eval().to(device)
+        if options.memory:
+            if not callable(getattr(model, "use_memory", None)):
+                raise FrontendError(f"venus: {info.path} has no long-video memory (use_memory)")
+            model.use_memory(memory_minutes=options.memory)
         duplex = model.as_duplex(generate_audio=True) if options.variant == "audio" else None
         duplex = duplex if duplex is not None else model.as_duplex()
         tokenizer = getattr(duplex, "tokenizer", None) or getattr(model, "tokenizer", None)
@@ -444,6 +463,8 @@ def load_venus_frontend(path: str | Path, options: VenusOptions | None = None) -
             tokenizer = transformers.AutoTokenizer.from_pretrained(
                 str(info.path), trust_remote_code=True, local_files_only=True
             )
+    except FrontendError:
+        raise
     except (OSError, ValueError, ImportError, RuntimeError, AttributeError) as exc:
         raise FrontendError(
             f"venus: loading {info.path} failed: {type(exc).__name__}: {exc}"
