@@ -232,7 +232,7 @@ class VenusFrontend(Frontend):
         ids = self._total_ids()
         if ids is None or self._mark is None:
             return str(result.get("text") or "")
-        return self.decode_ids(list(ids)[self._mark :])
+        return self.decode_ids(ids[self._mark :])  # the tail only: total_ids grows all session
 
     def decode_ids(self, ids: Sequence[int]) -> str:
         """Text of generated ids for the span parser (layout tokens out, spans closed)."""
