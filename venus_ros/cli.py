@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench = commands.add_parser("bench", help="print performance figures")
     bench.add_argument(
         "suite",
-        choices=["core", "ros", "speech", "harness", "frontend", "soak", "fuzz", "gpu"],
+        choices=["core", "ros", "speech", "harness", "frontend", "soak", "fuzz", "gpu", "serve"],
         help="what to measure (soak: the real graph for --minutes, default 60; fuzz: the "
         "fuzz campaign for --minutes, default 10)",
     )
@@ -109,6 +109,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--units", type=int, default=5, help="gpu: units timed per mode")
     bench.add_argument("--bandwidth", type=float, default=None, help="gpu: GPU memory GB/s")
     bench.add_argument("--engines-root", type=Path, default=None, help="gpu: engines folder")
+
+    bench.add_argument(
+        "--sessions",
+        default="1,4,8",
+        help="serve: concurrent sessions per row, comma-separated (default 1,4,8)",
+    )
+    bench.add_argument(
+        "--frontend", default="cascade", help="serve: the frontend behind the server"
+    )
+    bench.add_argument(
+        "--deadline-ms", type=float, default=600.0, help="serve: the robots' unit deadline"
+    )
+
+    serve = commands.add_parser(
+        "serve", help="serve a frontend over the MiniCPM-o Realtime protocol (WebSocket)"
+    )
+    from venus_ros.serve.run import add_arguments as add_serve_arguments
+
+    add_serve_arguments(serve)
 
     engines = commands.add_parser("engines", help="build, list and verify engines/ (ONNX)")
     engines_sub = engines.add_subparsers(dest="engines_command", required=True)
@@ -150,6 +169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        from venus_ros.serve.run import run_from_args
+
+        return run_from_args(args)
     if args.command == "engines":
         return _engines(args)
     if args.command == "eval":
@@ -207,6 +230,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     duration_s=args.duration,
                     params_file=args.params_file,
                 )
+            )
+        if args.suite == "serve":
+            from venus_ros.bench.remote import bench_serve
+
+            counts = tuple(int(n) for n in args.sessions.split(",") if n.strip())
+            return bench_serve(
+                sessions=counts,
+                spec=args.frontend,
+                seconds=20.0 if args.seconds is None else args.seconds,
+                deadline_ms=args.deadline_ms,
             )
         if args.suite == "gpu":
             from venus_ros.bench.gpu import bench_gpu
