@@ -58,12 +58,12 @@ def merged(events: Iterable[ParseEvent]) -> list[ParseEvent]:
 
 
 def run(deltas: Sequence[str], parser: SpanParser | None = None) -> list[ParseEvent]:
-    """Feeds every delta and ends the turn; returns all events in order."""
+    """Feeds every delta and ends the stream; returns all events in order."""
     parser = parser or SpanParser()
     events: list[ParseEvent] = []
     for delta in deltas:
         events += parser.feed(delta)
-    return events + parser.end_turn()
+    return events + parser.release()
 
 
 def visible(events: Iterable[ParseEvent]) -> str:
@@ -207,10 +207,22 @@ def test_possible_tag_start_is_held_back_then_released_when_it_is_not_a_tag() ->
 
 
 @pytest.mark.parametrize("held", ["<", "</", "<dele", "</backen", "<|", "<|turn_e", "<|listen|"])
-def test_held_back_text_is_released_at_end_of_turn(held: str) -> None:
+def test_held_back_text_is_released_at_end_of_the_stream(held: str) -> None:
     parser = SpanParser()
     assert parser.feed("x" + held) == [VisibleText("x")]
-    assert parser.end_turn() == [VisibleText(held)]
+    assert parser.end_turn() == []  # carried: the next turn may complete the tag
+    assert parser.release() == [VisibleText(held)]
+
+
+def test_a_tag_cut_by_a_turn_end_still_opens_its_span() -> None:
+    """Regression (#13, found by bench fuzz): "<dele" | turn end | "gate>PIN 4711" spoke the PIN."""
+    parser = SpanParser()
+    assert visible(parser.feed("Sure <dele")) == "Sure "
+    assert parser.end_turn() == []
+    events = parser.feed("gate>PIN 4711</delegate> ok")
+    assert visible(events) == " ok" and PrivateSpan(D, "PIN 4711") in events
+    assert parser.feed("<b") == [] and parser.end_turn() == []
+    assert visible(parser.feed("ye")) == "<bye"  # not a tag after all: spoken late, not lost
 
 
 def test_text_held_back_inside_a_span_is_never_spoken() -> None:

@@ -316,15 +316,16 @@ class SpanParser:
         return self._orphan
 
     def reset(self) -> None:
-        """Forgets all state, including held-back text, without emitting events.
+        """Forgets the parser's state without emitting events.
 
-        A span open at the reset is remembered as quarantined (its continuation must stay
-        private), exactly as if the turn had ended.
+        Except what could still make a private character speakable: a span open at the
+        reset is remembered as quarantined (its continuation must stay private), and
+        held-back text (a tag perhaps cut in two) is kept, exactly as at a turn end.
         """
         open_span = getattr(self, "_span", None)
         self._orphan: Channel | None = open_span or getattr(self, "_orphan", None)
         self._orphan_chars = getattr(self, "_content_len", 0) if open_span else 0
-        self._pending = ""
+        self._pending = getattr(self, "_pending", "")
         self._span: Channel | None = None
         self._content: list[str] = []
         self._content_len = 0
@@ -368,16 +369,17 @@ class SpanParser:
     def end_turn(self) -> list[ParseEvent]:
         """Ends the model turn (after ``<|turn_eos|>``).
 
-        Held-back text that never became a tag is released as visible text (or
-        dropped, if it lies inside a span).  An open span is reported as
-        ``unclosed_span`` and its content is discarded.  The per-turn delegate count
-        is reset.
+        Held-back text (the start of what may still become a tag or special token) is
+        kept: the model may complete the tag in its next turn, and a tag cut by a turn
+        end must not become speech. It is released as soon as later text shows it is
+        not a tag (:meth:`release` releases it at the end of a stream).  An open span
+        is reported as ``unclosed_span`` and its content is discarded (see the
+        quarantine rule).  The per-turn delegate count is reset.
 
         Returns:
             The events caused by ending the turn.
         """
         out = _Events()
-        pending, self._pending = self._pending, ""
         if self._span is None and self._orphan is not None:
             out.emit(
                 ProtocolError(
@@ -387,9 +389,7 @@ class SpanParser:
                     self._orphan,
                 )
             )
-        elif self._span is None:
-            out.visible(pending)
-        else:
+        elif self._span is not None:
             out.emit(
                 ProtocolError(
                     UNCLOSED_SPAN,
@@ -402,6 +402,15 @@ class SpanParser:
             self._close_span()
         self._delegates = 0
         return out.result()
+
+    def release(self) -> list[ParseEvent]:
+        """Ends the stream: held-back text that never became a tag is visible (outside any
+        span), or dropped (inside one); then :meth:`end_turn`."""
+        out = _Events()
+        pending, self._pending = self._pending, ""
+        if self._span is None and self._orphan is None:
+            out.visible(pending)
+        return out.result() + self.end_turn()
 
     def _plain(self, text: str, out: _Events) -> None:
         """Routes ordinary text to speech or to the open span's content."""
@@ -586,6 +595,6 @@ def split_visible(text: str, max_query_chars: int = 4000) -> tuple[str, list[Par
         those from ending the turn.
     """
     parser = SpanParser(max_query_chars)
-    events = parser.feed(text) + parser.end_turn()
+    events = parser.feed(text) + parser.release()
     visible = "".join(e.text for e in events if isinstance(e, VisibleText))
     return visible, events

@@ -588,6 +588,7 @@ class HarnessRunner:
                 ),
                 name=f"harness-tool-{tool.name}-{task.id}",
             )
+            tool_job.add_done_callback(_retrieve)  # a late failure is not "never retrieved"
             control.tool_job = tool_job
             try:
                 done, _ = await asyncio.wait({tool_job}, timeout=tool.timeout_s)
@@ -1041,6 +1042,7 @@ async def _call_tool(
     """
     runner_loop = asyncio.get_running_loop()
     done: asyncio.Future[ToolResult] = runner_loop.create_future()
+    done.add_done_callback(_retrieve)
     tool_loop = loops.loop_for(tool.name)
     holder: list[asyncio.Task[ToolResult]] = []
 
@@ -1083,6 +1085,12 @@ async def _call_tool(
     except asyncio.TimeoutError:
         loops.retire(tool.name, tool_loop)  # it did not stop promptly: later calls go elsewhere
     return await asyncio.shield(done)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a future's exception seen: asyncio would print it (unscrubbed) to stderr."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:

@@ -490,7 +490,10 @@ LlmClientFactory = Callable[[LlmSettings], LlmClient]
 
 
 def _canonical(schema: Mapping[str, Any]) -> str:
-    return json.dumps(dict(schema), sort_keys=True)
+    try:
+        return json.dumps(dict(schema), sort_keys=True)
+    except (TypeError, ValueError, RecursionError):  # keys that are not text, NaN, depth
+        return f"(not a JSON schema) {schema!r}"
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
