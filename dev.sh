@@ -20,7 +20,10 @@ log() { printf '[dev.sh] %s\n' "$*"; }
 apt_packages() {
   # Compilers and CMake for the interface build, venv support, PortAudio headers for PyAudio,
   # speech tools for test audio.
-  local wanted=(cmake g++ make python3-venv python3-dev portaudio19-dev espeak-ng sox)
+  # asterisk-core-sounds-en-wav: real recorded prompts for the evaluation's real-speech suite
+  # (CC-BY-SA-3.0: installed here, never committed).
+  local wanted=(cmake g++ make python3-venv python3-dev portaudio19-dev espeak-ng sox
+    asterisk-core-sounds-en-wav)
   local missing=()
   for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
@@ -63,10 +66,22 @@ python_env() {
   echo "$want" >"$stamp"
 }
 
+real_speech() {
+  # pyannote-audio's sample call (MIT) for the real-speech suite (venus_ros/eval/realspeech.py):
+  # the wheel is only downloaded and read, never installed (it needs torch).
+  local dir="${XDG_CACHE_HOME:-$HOME/.cache}/venus_ros/realspeech"
+  compgen -G "$dir/pyannote_audio-4.0.7-*.whl" >/dev/null && return 0
+  mkdir -p "$dir"
+  "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps \
+    "pyannote-audio==4.0.7" -d "$dir" \
+    || log "pyannote-audio sample not downloaded: the real-speech tests will use what is there"
+}
+
 setup() {
   local t0=$SECONDS
   apt_packages
   python_env
+  real_speech
   # shellcheck disable=SC1091
   VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" scripts/build_interfaces.sh
   # audio_common_msgs and tf2_msgs (not on pip), for the audio_common bridge and TF.

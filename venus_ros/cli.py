@@ -395,6 +395,14 @@ def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
     )
     synth.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
+    real = sub.add_parser(
+        "real", help="build the real-speech suite from recordings inside installed packages"
+    )
+    real.add_argument("--out", type=Path, required=True, help="suite folder to write")
+    real.add_argument("--n", type=int, default=6, help="samples per overlap category (max)")
+    real.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    real.add_argument("--overwrite", action="store_true", help="replace an existing suite")
+
     run = sub.add_parser("run", help="play a suite through the duplex loop and score it")
     run.add_argument("--scenarios", type=Path, required=True, help="the suite folder")
     run.add_argument(
@@ -483,6 +491,8 @@ def _eval(args: argparse.Namespace) -> int:
             return _eval_synth(args)
         if args.eval_command == "run":
             return _eval_run(args)
+        if args.eval_command == "real":
+            return _eval_real(args)
         return _eval_compare(args.a, args.b)
     except (
         ScenarioError,
@@ -597,6 +607,22 @@ def _eval_run(args: argparse.Namespace) -> int:
         from venus_ros.eval.report import write_report
 
         print(f"wrote {write_report(main_metrics, args.report, baselines=baselines)}")
+    return 0
+
+
+def _eval_real(args: argparse.Namespace) -> int:
+    from venus_ros.eval.realspeech import build_real_suite, sources
+
+    suite = build_real_suite(args.out, args.n, args.seed, overwrite=args.overwrite)
+    counts: dict[str, int] = {}
+    for sample in suite.samples:
+        counts[sample.category] = counts.get(sample.category, 0) + 1
+    print(
+        f"wrote {len(suite.samples)} real-speech samples to {suite.root}: "
+        + ", ".join(f"{c} {n}" for c, n in counts.items())
+        + "; sources: "
+        + "; ".join(f"{k}: {v}" for k, v in sources().items())
+    )
     return 0
 
 
