@@ -701,6 +701,9 @@ def test_polished_text_cannot_form_protocol_tags(hostile: str) -> None:
     visible, events = split_visible(reply)
     assert visible == reply
     assert all(isinstance(e, VisibleText) for e in events)
+    if not reply:  # only private markup: nothing to say (the spans' content is never spoken)
+        assert "fake reply" not in reply and "x" not in reply
+        return
     _, wrapped = split_visible(f"<backend>{reply}</backend>")
     assert [e for e in wrapped if not isinstance(e, VisibleText)][-1] == PrivateSpan(
         wrapped[-1].channel,

@@ -8,62 +8,28 @@ come later; this template is the fallback and the reference.)
 
 from __future__ import annotations
 
-import re
-
 from venus_ros.core.protocol import escape_tags
 from venus_ros.harness.tasks import Task, TaskState
+from venus_ros.text.speech import shorten, split_sentences, to_speech
 
 #: Replies are cut (at a word boundary) to at most this many characters.
 MAX_REPLY_CHARS = 300
 #: Replies hold at most this many sentences.
 MAX_SENTENCES = 2
 
-_FENCED = re.compile(r"```.*?(?:```|$)|~~~.*?(?:~~~|$)", re.DOTALL)
-_INLINE_CODE = re.compile(r"`([^`]*)`")
-_MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_URL = re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+", re.IGNORECASE)
-_HEADING = re.compile(r"^[ \t]*#{1,6}[ \t]+.*$", re.MULTILINE)
-_LINE_MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|>+\s*|[-*+•]\s+|\d+[.)]\s+)", re.MULTILINE)
-_EMPHASIS = re.compile(r"(\*\*|\*|(?<!\w)__|(?<!\w)_)(?=\S)(.+?)(?<=\S)\1(?!\w)")
-_LEFTOVER = re.compile(r"[*#`|~]+")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?])")
-
 
 def polish(text: str) -> str:
     """A tool's raw text as a short spoken reply.
 
-    Removes code, headings, markdown and URLs, keeps the first two sentences, caps the length at
-    :data:`MAX_REPLY_CHARS` (cutting at a word boundary, ending with "…") and escapes protocol
-    tags with :func:`~venus_ros.core.protocol.escape_tags`. The same input always gives the
-    same output.
+    Cleans it with the TTS's own cleaner (:func:`venus_ros.text.speech.to_speech`: code,
+    headings, markdown, URLs and protocol markup go), keeps the first two sentences, caps the
+    length at :data:`MAX_REPLY_CHARS` (cutting at a word boundary, ending with "…") and escapes
+    protocol tags with :func:`~venus_ros.core.protocol.escape_tags`. The same input always
+    gives the same output.
     """
-    text = _CONTROL.sub(" ", text)
-    text = _FENCED.sub(" ", text)
-    text = _MD_LINK.sub(r"\1", text)
-    text = _URL.sub(" ", text)
-    text = _INLINE_CODE.sub(r"\1", text)
-    if _HEADING.sub("", text).strip():  # headings are titles, not speech (unless alone)
-        text = _HEADING.sub("", text)
-    text = _LINE_MARKUP.sub("", text)
-    text = _EMPHASIS.sub(r"\2", text)
-    text = _LEFTOVER.sub(" ", text)
-    text = " ".join(text.split())
-    text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
-    sentences = [s for s in _SENTENCE_END.split(text) if s]
-    text = " ".join(sentences[:MAX_SENTENCES])
-    return escape_tags(_cap(text, MAX_REPLY_CHARS))
-
-
-def _cap(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    space = cut.rfind(" ")
-    if space > limit // 2:
-        cut = cut[:space]
-    return cut.rstrip(" ,;:-") + "…"
+    text = to_speech(text, url="", headings=False)
+    text = " ".join(split_sentences(text, max_chars=len(text) + 1)[:MAX_SENTENCES])
+    return escape_tags(shorten(text, MAX_REPLY_CHARS))
 
 
 def reply_text(task: Task) -> str:

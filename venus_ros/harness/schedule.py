@@ -30,6 +30,7 @@ in memory (``path=None``): tests and single-process tools still never hold a slo
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import os
 import re
@@ -86,6 +87,7 @@ class Job:
         state: its state.
         reason: why it is in that state (for MISSED, CANCELLED, FAILED).
         rung_t: Unix time it rang (0 if not yet).
+        late_s: how late it rang, when that is worth saying (0 otherwise).
     """
 
     id: str
@@ -98,6 +100,7 @@ class Job:
     state: JobState
     reason: str = ""
     rung_t: float = 0.0
+    late_s: float = 0.0
 
     @property
     def name(self) -> str:
@@ -109,10 +112,9 @@ class Job:
 
     def ring_text(self) -> str:
         """What the ring says, with how late it is when it rings late."""
-        late = self.rung_t - self.due_t if self.rung_t else 0.0
         text = f"Your {self.name} is done."
-        if late >= 5.0:
-            text += f" It was due {say_duration(late)} ago."
+        if self.late_s > 0:
+            text += f" It was due {say_duration(self.late_s)} ago."
         return text
 
 
@@ -141,6 +143,7 @@ class Schedule:
             or None for a schedule in memory.
         wall: the Unix time source.
         late_max_s: a job found due more than this late rings no more: MISSED.
+        late_note_s: a ring at least this late says how late it is.
     """
 
     def __init__(
@@ -149,8 +152,10 @@ class Schedule:
         *,
         wall: Callable[[], float] = time.time,
         late_max_s: float = LATE_MAX_S,
+        late_note_s: float = 5.0,
     ) -> None:
         self.path = None if path is None else os.fspath(path)
+        self.late_note_s = float(late_note_s)
         self.wall = wall
         self.late_max_s = float(late_max_s)
         self._lock = threading.Lock()
@@ -225,7 +230,15 @@ class Schedule:
                         self._set(job.id, JobState.MISSED, reason, now)
                     else:
                         self._set(job.id, JobState.RUNG, "rang", now)
-                        rung.append(_replace(job, JobState.RUNG, "rang", now))
+                        rung.append(
+                            dataclasses.replace(
+                                job,
+                                state=JobState.RUNG,
+                                reason="rang",
+                                rung_t=now,
+                                late_s=late if late >= self.late_note_s else 0.0,
+                            )
+                        )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -347,10 +360,6 @@ def _job(row: Sequence[Any]) -> Job:
         str(row[8]),
         float(row[9]),
     )
-
-
-def _replace(job: Job, state: JobState, reason: str, rung_t: float) -> Job:
-    return Job(*_values(job)[:7], state, reason, rung_t)  # type: ignore[arg-type]
 
 
 # --- choosing the job a request means ---------------------------------------------------------

