@@ -127,6 +127,12 @@ def test_the_judged_window_is_the_first_new_segment_or_the_continuing_speech() -
     # Silent after the onset: nothing to judge.
     _, after = judge_window(words[:3], [(1.0, 2.0)], (4.0, 4.5))
     assert after == ""
+    # The answer ended 0.2 s after the overlap with no yield on the timeline: it was completed,
+    # so its words are judged, not what came after; with a yield the new segment is.
+    _, after = judge_window(words, [(1.0, 3.8), (5.0, 5.8)], (3.0, 3.6), flushes=[])
+    assert after == "at six"
+    _, after = judge_window(words, [(1.0, 3.8), (5.0, 5.8)], (3.0, 3.6), flushes=[4.0])
+    assert after == "Entry is free"
     # The onset inside a 0.6 s pause of the turn: what follows the pause is judged.
     _, after = judge_window(words, [(1.0, 2.0), (2.6, 3.5)], (2.3, 2.5))
     assert after == "at six"

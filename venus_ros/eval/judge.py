@@ -19,9 +19,10 @@ word-timed transcripts of the assistant's PLAYED audio and labels the first post
 Which stretch is judged (:func:`judge_window`), given the assistant's voice segments (merged
 across 0.5 s, :mod:`venus_ros.eval.timing`) and the overlap ``[s, e]``: when the segment running
 at ``s`` stopped by ``e + stop_window`` and a new segment starts by ``e + response_window``, the
-new segment's words (FDB's "first new post-overlap segment"); else the running segment's words
-from ``s`` on (the answer continued); else, when nothing was running, the first segment starting
-after ``s`` within the response window. No words: ``unknown``.
+new segment's words (FDB's "first new post-overlap segment"), unless the timeline shows no yield
+then (the answer simply ended: it was completed, not interrupted); else the running segment's
+words from ``s`` on (the answer continued or was completed); else, when nothing was running,
+the first segment starting after ``s`` within the response window. No words: ``unknown``.
 
 Two judges implement :class:`Judge`:
 
@@ -149,11 +150,16 @@ def judge_window(
     stop_window_s: float = 2.0,
     response_window_s: float = 5.0,
     pause_s: float = 0.8,
+    flushes: Sequence[float] | None = None,
+    flush_slack_s: float = 1.0,
 ) -> tuple[str, str]:
     """``(before, after)`` texts for one overlap (rule in the module docstring).
 
     A word belongs to the segment its midpoint falls in; the onset counts as "inside" a segment
     also when it falls in a pause of up to ``pause_s`` after one (the assistant was mid-turn).
+    With ``flushes`` (the loop's yield times, from the timeline), a running segment that ended
+    with no flush in ``[onset, its end + flush_slack_s]`` finished its answer by itself: its
+    words from the onset on are judged (the answer was completed), not the speech after it.
     """
     start, end = overlap
 
@@ -176,7 +182,10 @@ def judge_window(
         b = segments[running][1]
         nxt = running + 1
         new = nxt < len(segments) and segments[nxt][0] <= window_end
-        if b <= end + stop_window_s and new:
+        finished_alone = flushes is not None and not any(
+            start - 1e-9 <= t <= b + flush_slack_s for t in flushes
+        )
+        if b <= end + stop_window_s and new and not finished_alone:
             return before, in_segment(nxt, segments[nxt][0])
         continued = in_segment(running, start) if b > start else ""
         if continued:

@@ -722,6 +722,8 @@ def _content_label(
         stop_window_s=config.stop_window_s,
         response_window_s=config.response_window_s,
         pause_s=config.pause_s,
+        flushes=[r.t for r in run.records if r.kind is Kind.FLUSH] if run.records else None,
+        flush_slack_s=FLUSH_SLACK_S,
     )
     case = JudgeCase(
         overlap_text=overlap_text(sample),
