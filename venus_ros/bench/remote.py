@@ -6,7 +6,8 @@ each the real duplex loop around ``frontends/remote``) stream the bundled sample
 real-time pace (one unit per second). Printed per N: the per-unit round trip (unit sent →
 complete answer back) p50/p99, the foreground's wait per unit p50/p99, dropped units (answered
 locally because the answer missed its deadline), late and lost answers, missed local deadlines,
-answered units per second, and the server's CPU time per session (psutil, of the server process).
+answered units per second, and the server's CPU time per session (psutil: the server process and
+its finished children, e.g. espeak-ng).
 """
 
 from __future__ import annotations
@@ -132,6 +133,12 @@ def _start_server(spec: str, sessions: int) -> tuple[subprocess.Popen[str], str]
     raise RuntimeError(f"venus-ros serve did not start (exit {proc.poll()})")
 
 
+def _cpu(proc: psutil.Process) -> float:
+    """CPU seconds of the server and its finished children (espeak-ng runs as a child)."""
+    times = proc.cpu_times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 def _pct(values: list[float], q: float) -> str:
     return f"{np.percentile(values, q) * 1000:7.1f}" if values else "      -"
 
@@ -164,14 +171,14 @@ def bench_serve(
                 )
                 for i in range(n)
             ]
-            cpu0 = sum(server.cpu_times()[:2])
+            cpu0 = _cpu(server)
             t0 = time.monotonic()
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
             wall = time.monotonic() - t0
-            cpu = sum(server.cpu_times()[:2]) - cpu0
+            cpu = _cpu(server) - cpu0
         finally:
             proc.terminate()
             try:
