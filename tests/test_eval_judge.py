@@ -193,3 +193,65 @@ def test_make_judge_specs(monkeypatch: pytest.MonkeyPatch) -> None:
         make_judge("openai:")
     with pytest.raises(ValueError, match="unknown judge"):
         make_judge("gpt")
+
+
+def test_a_multi_sentence_turn_with_pauses_and_no_yield_is_resume_end_to_end(embed) -> None:
+    """Real speech through the whole path: espeak-ng sentences with 0.3-0.5 s pauses as played
+    audio, Silero segments merged as FDB merges them, faster-whisper words, the judge; the
+    onset falls inside a sentence and inside a pause."""
+    from venus_ros.audio.tts import EspeakTts
+    from venus_ros.eval.judge import WhisperTranscriber
+    from venus_ros.eval.metrics import SampleRun, compute_metrics
+    from venus_ros.eval.scenario import AssistantTurn, Sample, Turn
+    from venus_ros.eval.timing import energy_segments
+
+    sentences = (
+        "The ferry runs every hour in summer.",
+        "In winter there are only four crossings a day.",
+        "The last one back leaves the island just after six.",
+    )
+    tts, rate = EspeakTts(output_rate=24000), 24000
+    parts, times, t = [np.zeros(rate // 2, np.float32)], [], 0.5
+    for sentence, pause in zip(sentences, (0.3, 0.5, 0.0), strict=True):
+        audio, _ = tts.render(sentence)
+        audio = np.asarray(audio, np.float32)
+        voiced = energy_segments(audio, rate)
+        audio = audio[round(voiced[0][0] * rate) : round(voiced[-1][1] * rate)]
+        times.append((t, t + audio.size / rate))
+        t += audio.size / rate + pause
+        parts += [audio, np.zeros(round(pause * rate), np.float32)]
+    played = np.concatenate([*parts, np.zeros(rate * 3, np.float32)])
+    in_pause = times[1][1] + 0.25  # inside the 0.5 s pause
+    mid = 0.5 * (times[1][0] + times[1][1])
+    users = {
+        "backchannel": "mm-hmm",
+        "interruption": "Wait, is there a cheaper way?",
+        "other_directed": "Tom, dinner is ready!",
+        "background": "And it's a goal!",
+    }
+    runs = []
+    for i, (category, said) in enumerate(users.items()):
+        onset = in_pause if i % 2 else mid
+        sample = Sample(
+            id=f"{category}_x",
+            folder=Path("/nonexistent"),
+            category=category,
+            turns=(Turn(onset, onset + 0.6, said),) if category != "background" else (),
+            overlap=(onset, onset + 0.6),
+            expected="respond" if category == "interruption" else "resume",
+            needs_delegation=None,
+            expected_tool_calls=(),
+            tools=None,
+            assistant_turns=(AssistantTurn(0.5, " ".join(sentences)),),
+            extra={"background": {"text": said}} if category == "background" else {},
+        )
+        runs.append(SampleRun(sample, (), played, rate, (), (), (), 0))
+    judge = OfflineJudge(embed=embed)
+    metrics = compute_metrics(runs, "never-yield", judge=judge, transcriber=WhisperTranscriber())
+    rows = {r["category"]: r for r in metrics["per_sample"]}
+    for category, row in rows.items():
+        assert row["speaking_at_overlap"], category
+        assert row["label"] == "resume", (category, row["judged_text"], row["label_reason"])
+    assert metrics["overlap"]["interruption"]["response_rate"] == 0.0
+    for category in ("backchannel", "other_directed", "background"):
+        assert metrics["overlap"][category]["continuation_rate"] == 1.0
