@@ -84,6 +84,7 @@ from venus_ros.harness.tools import (
     UnknownToolError,
     route,
 )
+from venus_ros.text.repair import is_cancel_request
 
 log = logging.getLogger("venus_ros.harness")
 
@@ -116,31 +117,6 @@ CANCEL_GRACE_S = 1.0
 CANCEL_TOOL = "cancel"
 #: How long a cancel request waits for the tasks it cancelled to settle before it answers.
 CANCEL_WAIT_S = 2.0
-
-_CANCEL_PHRASE = (
-    r"(?:stop|cancel|abort|never\s*mind|forget\s+(?:it|that|about\s+it)|scratch\s+that"
-    r"|don'?t\s+bother|leave\s+it)"
-)
-_CANCEL_REQUEST = re.compile(
-    r"^\W*(?:(?:oh|um+|uh+|no|okay|ok|wait|actually|please|hey|sorry|so)\W+)*"
-    + _CANCEL_PHRASE
-    + r"(?:\W+(?:"
-    + _CANCEL_PHRASE
-    + r"|it|that|this|everything|all|please|now|then|for\s+now"
-    # "cancel the timer" is for the cancel_timer tool: timers are scheduled jobs, not tasks
-    + r"|the\s+(?!(?:timers?|alarms?|reminders?)\b)\w+"
-    r"|what\s+you'?re\s+doing|doing\s+that))*\W*$",
-    re.IGNORECASE,
-)
-
-
-def is_cancel_request(query: str) -> bool:
-    """True for a request that only takes work back ("stop", "never mind, forget it").
-
-    A request with other content ("stop at the kitchen door", "cancel my 3 pm meeting",
-    "cancel the timer") is not one: it goes to a tool like any other.
-    """
-    return bool(_CANCEL_REQUEST.match(query.strip()))
 
 
 @dataclass(eq=False)

@@ -11,6 +11,7 @@ Two strengths of cleaning, for two readers:
   value wins. :func:`split_requests` cuts chained requests ("..., and then ...").
 
 :func:`is_filler_only` says whether an utterance is nothing but fillers ("uh... hmm").
+:func:`is_cancel_request` says whether a request only takes work back ("stop", "never mind").
 """
 
 from __future__ import annotations
@@ -124,3 +125,29 @@ def clean(text: str) -> str:
 def segments(text: str) -> list[str]:
     """The request cut at self-correction markers, oldest first (the last one wins)."""
     return [s.strip(" ,.") for s in _CORRECTION.split(clean(text)) if s.strip(" ,.")]
+
+
+_CANCEL_PHRASE = (
+    r"(?:stop|cancel|abort|never\s*mind|forget\s+(?:it|that|about\s+it)|scratch\s+that"
+    r"|don'?t\s+bother|leave\s+it)"
+)
+_CANCEL_REQUEST = re.compile(
+    rf"^\W*(?:(?:oh|{FILLER_WORDS}|no|okay|ok|wait|actually|please|hey|sorry|so)\W+)*"
+    + _CANCEL_PHRASE
+    + r"(?:\W+(?:"
+    + _CANCEL_PHRASE
+    + r"|it|that|this|everything|all|please|now|then|for\s+now"
+    # "cancel the timer" is for the cancel_timer tool: timers are scheduled jobs, not tasks
+    + r"|the\s+(?!(?:timers?|alarms?|reminders?)\b)\w+"
+    r"|what\s+you'?re\s+doing|doing\s+that))*\W*$",
+    re.IGNORECASE,
+)
+
+
+def is_cancel_request(query: str) -> bool:
+    """True for a request that only takes work back ("stop", "never mind, forget it").
+
+    A request with other content ("stop at the kitchen door", "cancel my 3 pm meeting",
+    "cancel the timer") is not one: it goes to a tool like any other.
+    """
+    return bool(_CANCEL_REQUEST.match(query.strip()))
