@@ -197,6 +197,13 @@ class FrontendNode(Node):
     def _fill_gap(self, first: int, count: int, rate: int) -> None:
         """Lost chunks become silence of the same length, so unit times stay true."""
         expected = self._expected_sample
+        if expected is not None and first + rate <= expected:
+            # A second or more behind: the microphone restarted (a new stream counts from 0),
+            # not a repeat; follow the new stream rather than refuse it forever.
+            self.get_logger().warning(
+                f"audio restarted at sample {first} (expected {expected}): a new microphone"
+            )
+            expected = None
         if expected is not None and first < expected:
             raise InputError("audio.first_sample", f"{first} repeats audio before {expected}")
         if expected is not None and first > expected:
