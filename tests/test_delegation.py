@@ -4,6 +4,7 @@ DELIVERING tasks re-adopted after a harness restart (real SQLite journal, real r
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -278,3 +279,42 @@ def test_a_delivery_unconfirmed_for_too_long_fails_as_stale(tmp_path: Path) -> N
     assert [t.id for t in recovery.failed] == ["old"] and recovery.delivering == ()
     (row,) = read_journal(db)
     assert row.state is TaskState.FAILED and row.error.startswith("stale")
+
+
+# --- the harness process reports every unsettled goal alive ------------------------------------
+
+
+def test_the_harness_sends_a_heartbeat_feedback_per_unsettled_goal(
+    probe: Any, tmp_path: Path
+) -> None:
+    """A goal whose task has not settled (here: waiting 3 s for its evidence) gets an "alive"
+    feedback about every 0.5 s, which is what keeps the frontend's delegation awaited."""
+    import time
+
+    from rclpy.action import ActionClient
+
+    from venus_interfaces.action import Delegate
+    from venus_ros.nodes.qos import TOPICS
+
+    harness = probe.start("harness", tmp_path, "journal_path:=none", "evidence_wait_s:=3.0")
+    action = ActionClient(probe.node, Delegate, TOPICS["delegate"])
+    try:
+        probe.wait_for(action.server_is_ready, WAIT_S, "a Delegate server")
+        beats: list[float] = []
+
+        def on_feedback(msg: Any) -> None:
+            if msg.feedback.message == "alive":
+                beats.append(time.monotonic())
+
+        goal = Delegate.Goal(query="what is 2 plus 2", turn_id=1, evidence_cutoff_seq=1000)
+        sent = action.send_goal_async(goal, feedback_callback=on_feedback)
+        probe.wait_for(sent.done, WAIT_S, "the goal accepted")
+        result = sent.result().get_result_async()
+        probe.wait_for(result.done, WAIT_S, "the result")
+        assert result.result().result.final_state == "COMPLETED"
+        assert len(beats) >= 3, beats  # ~6 in the 3 s wait; some may be lost to scheduling
+        gaps = [b - a for a, b in itertools.pairwise(beats)]
+        assert max(gaps) < 1.5, gaps
+    finally:
+        action.destroy()
+    assert harness.stop(WAIT_S) == 0, harness.log()
