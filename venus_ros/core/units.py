@@ -34,6 +34,8 @@ import numpy as np
 import numpy.typing as npt
 import soxr
 
+from venus_ros.core.protocol import clean_text, escape_tags
+
 __all__ = [
     "InputError",
     "InputUnit",
@@ -451,6 +453,9 @@ class UnitAssembler:
     def push_text(self, text: str) -> None:
         """Queues injected text for the next unit that completes.
 
+        Protocol tags in it are escaped (:func:`~venus_ros.core.protocol.escape_tags`) and lone
+        surrogates replaced: injected text comes from outside.
+
         Args:
             text: The text; must not contain NUL characters.
 
@@ -461,6 +466,9 @@ class UnitAssembler:
             raise InputError("text", f"expected str, got {type(text).__name__}")
         if "\x00" in text:
             raise InputError("text", f"contains a NUL character at offset {text.index(chr(0))}")
+        # Outside text must not be able to open a private span (a forged <backend> reply) or
+        # form a special token for the model.
+        text = escape_tags(clean_text(text))
         with self._lock:
             self._state.texts.append(text)
 
