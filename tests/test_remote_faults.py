@@ -231,3 +231,30 @@ def test_hostile_server_events_are_counted_and_survived() -> None:
     assert link.bad_events >= 3 * 5  # per unit: 3 bad headers, 2 bad audio deltas
     for text in run.spoken:
         assert text.startswith("Hi")
+
+
+def test_the_remote_model_takes_the_floor_back_when_the_server_returns(tmp_path) -> None:
+    path = write_script(tmp_path)
+    port = free_port()
+    url = f"ws://127.0.0.1:{port}"
+    frontend = remote(
+        url, f",connect_timeout_s=0.3,backoff_s=0.05,backoff_max_s=0.1,fallback=scripted:{path}"
+    )
+    started: list[ServerThread] = []
+
+    def on_unit(index: int, loop) -> None:
+        if index == 8:  # the fallback has answered the first request by now
+            started.append(ServerThread(scripted_factory(path), ServeConfig(port=port)))
+            started[0].__enter__()
+            assert wait_until(lambda: frontend.link.connected, 10)
+
+    try:
+        run = drive(frontend, units("sss" + "." * 7 + "sss" + "." * 7), on_unit)
+    finally:
+        frontend.close()
+        for server in started:
+            server.__exit__(None, None, None)
+    assert frontend.stats.fallback_units == 8  # units 0-7, then the server had the floor
+    assert frontend.stats.answered == 12 and started[0].server.stats.units == 12
+    assert run.delegates == ["weather in Paris today"] * 2  # one from each side
+    assert run.protocol_errors == []

@@ -240,3 +240,51 @@ def test_the_token_never_reaches_the_logs(tmp_path, monkeypatch, caplog) -> None
     text = caplog.text
     assert "s3cret-token" not in text and "wrong-token-value" not in text
     assert "cannot open a session" in text
+
+
+def test_the_sdk_client_completes_a_session_with_the_cascade() -> None:
+    """The upstream SDK client against serve with the embedded cascade (real speech in)."""
+    from pathlib import Path
+
+    import soundfile
+    from openbmb_realtime import AudioDelta, RealtimeClient, SessionClosed, TextDelta
+
+    from venus_ros.core.units import resample
+
+    wav = Path(__file__).parent / "data" / "eval_ref" / "delegation_000" / "input.wav"
+    audio, rate = soundfile.read(wav, dtype="float32")
+    speech = np.concatenate([resample(audio, rate, 16000), np.zeros(5 * 16000, np.float32)])
+
+    async def session(url: str) -> tuple[int, str, str | None]:
+        client = RealtimeClient(api_key="unused", base_url=url, connect_timeout=60)
+        s = await client.audio.connect(model="cascade")
+        for start in range(0, speech.size - 16000, 16000):
+            await s.send_audio(speech[start : start + 16000].astype("<f4").tobytes())
+        audio_bytes, texts = 0, []
+
+        async def consume() -> str | None:
+            nonlocal audio_bytes
+            async for event in s.events():
+                if isinstance(event, AudioDelta):
+                    audio_bytes += len(event.audio)
+                elif isinstance(event, TextDelta):
+                    texts.append(event.text)
+                    if event.end_of_turn:
+                        return None
+                elif isinstance(event, SessionClosed):
+                    return event.reason
+            return None
+
+        await asyncio.wait_for(consume(), 60)
+        await s.close()
+        closed = None
+        async for event in s.events():
+            closed = event.reason if isinstance(event, SessionClosed) else closed
+        return audio_bytes, "".join(texts), closed
+
+    with ServerThread(lambda: make_frontend("cascade")) as server:
+        audio_bytes, text, closed = asyncio.run(session(server.url))
+        stats = server.server.stats
+    assert audio_bytes > 16000 and text.strip()  # the cascade answered with speech
+    assert closed is not None  # a clean session.closed, not a failure
+    assert stats.sessions == 1 and stats.frontend_errors == 0 and stats.bad_frames == 0
