@@ -124,10 +124,12 @@ def test_the_fallback_takes_over_from_a_dead_server(tmp_path, caplog) -> None:
     frontend = remote(url, f",connect_timeout_s=0.3,fallback=scripted:{path}")
     try:
         run = drive(frontend, units("sss" + "." * 7))
+        again = drive(frontend, units("sss" + "." * 7))  # a second session falls back too
     finally:
         frontend.close()
     assert run.decisions == local.decisions and run.delegates == local.delegates
-    assert frontend.stats.fallback_units == 10 and len(errors_from_remote(caplog)) == 1
+    assert again.decisions == local.decisions and again.delegates == local.delegates
+    assert frontend.stats.fallback_units == 20 and len(errors_from_remote(caplog)) == 2
 
 
 def test_a_queue_that_never_clears_is_reported_once_and_the_fallback_answers(

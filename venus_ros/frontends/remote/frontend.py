@@ -157,13 +157,18 @@ class RemoteFrontend(Frontend):
         return self._track(self._merge(answers))
 
     def close(self) -> None:
-        """Close the session and any fallback."""
+        """Close the session and any fallback (a later :meth:`prepare` starts afresh)."""
         if self.link is not None:
             self.link.close()
             self.link = None
+        if self._fallback_thread is not None:
+            self._fallback_thread.join(30)  # a fallback still being built
+            self._fallback_thread = None
         if self._fallback is not None:
             self._fallback.close()
             self._fallback = None
+        self._fallback_failed = False
+        self._fallback_active = False
 
     # ------------------------------------------------------------------ mapping
     def _merge(self, answers: list[Answer]) -> UnitOutput:
