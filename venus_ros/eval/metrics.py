@@ -5,23 +5,19 @@ actually PLAYED (flushes applied), on the session time axis, as Full-Duplex-Benc
 it on the model's output channel. The definitions below are the ones ``docs/eval.md`` states;
 every threshold and window is a field of :class:`MetricsConfig` and is echoed in the result.
 
-Voice activity (:func:`voice_segments`), deterministic and model-free because ``played`` is
-clean synthetic speech (no noise, no echo, no other talker):
-
-* frames of ``frame_s`` (10 ms) from sample 0; a frame is active when its RMS is at least
-  ``threshold_dbfs`` (-45 dBFS, i.e. 0.00562 of full scale);
-* runs of active frames separated by a silence shorter than ``min_gap_s`` (0.3 s, the hangover)
-  are one segment, so pauses between words and the gaps between one-second units do not split a
-  turn; a silence of exactly ``min_gap_s`` or longer splits it;
-* a segment runs from the start of its first active frame to the end of its last active frame
-  (the hangover never extends an end); segments shorter than ``min_segment_s`` (50 ms) are
-  dropped.
+Voice activity (:func:`voice_segments`, :mod:`venus_ros.eval.timing`): the packaged Silero VAD
+(``detector="silero"``, as FDB) or a 10 ms RMS gate at ``threshold_dbfs`` (``"energy"``), then
+assistant segments merged across gaps of at most ``assistant_merge_s`` (0.5 s, FDB's model
+merge) and user segments across ``user_merge_s`` (0.6 s); so the 0.3-0.5 s pauses between the
+sentences of one answer do not end it.
 
 Overlap samples (``overlap = [s, e]``):
 
 * the assistant is *speaking at the overlap* when a segment ``[a, b]`` has
   ``a <= s + speaking_tolerance_s`` and ``b > s`` (0.1 s: speech that began just after the
   user's onset, e.g. at the next unit boundary, still counts); that is the *running* segment;
+  or when the onset falls in a pause of the turn (a segment ended at most ``pause_s`` before
+  ``s``; if the next one starts within ``pause_s`` of that end, it is the running segment);
 * it *stopped* when ``b <= e + stop_window_s`` (2.0 s, inclusive; a 1e-9 s slack absorbs float
   rounding); ``stop_latency = b - s``;
 * a *new response* is the next segment, when it starts at ``a2 <= e + response_window_s``
@@ -30,7 +26,9 @@ Overlap samples (``overlap = [s, e]``):
 * outcome: ``respond`` (stopped and a new response), ``stop`` (stopped, no new response),
   ``resume`` (did not stop: the response continued), ``not_speaking`` (no running segment:
   counted and reported, excluded from the rates), ``error`` (the run failed: counted as a
-  failure in the rates).
+  failure in the rates). This acoustic outcome is secondary: with a judge, the rates come from
+  the content labels (:mod:`venus_ros.eval.judge`), and FDB's ``latency_stop_list`` /
+  ``latency_resp_list`` are computed from ``input.wav`` and the played audio.
 """
 
 from __future__ import annotations
