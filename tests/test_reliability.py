@@ -457,3 +457,36 @@ def test_the_session_fails_when_a_test_leaves_a_child_running(tmp_path: Path) ->
     assert "still running at the end of the run" in run.stdout
     assert "leaked_sleeper" in run.stdout and "sleep 61" in run.stdout
     assert "1 passed" in run.stdout  # the test itself passed: only the leak fails the run
+
+
+# --- a tool-timeout storm ------------------------------------------------------------------
+
+
+def test_a_storm_of_timeouts_ends_every_task_and_the_harness_goes_on(
+    make_runner: Callable[..., HarnessRunner],
+) -> None:
+    release = threading.Event()
+
+    async def overrun(args: Mapping[str, Any], evidence: TimelineView) -> ToolResult:
+        await asyncio.sleep(30)
+        return ToolResult("never")
+
+    async def wedge(args: Mapping[str, Any], evidence: TimelineView) -> ToolResult:
+        release.wait(30)
+        return ToolResult("never")
+
+    runner = make_runner(
+        tool("overrun", overrun, timeout_s=0.05),
+        tool("wedge", wedge, timeout_s=0.05),
+        tool("ok", _answer),
+        max_concurrent=4,
+    )
+    try:
+        storm = [submit(runner, tool="overrun") for _ in range(40)]
+        storm += [submit(runner, tool="wedge") for _ in range(3)]
+        ended = [settle(runner, t, timeout=30) for t in storm]
+        assert all(t.state is S.FAILED and t.error.startswith("timeout") for t in ended)
+        assert settle(runner, submit(runner, tool="ok")).state is S.COMPLETED
+        assert runner.journal_errors == 0
+    finally:
+        release.set()
