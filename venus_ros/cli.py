@@ -121,6 +121,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument(
         "--deadline-ms", type=float, default=600.0, help="serve: the robots' unit deadline"
     )
+    bench.add_argument(
+        "--parity",
+        type=Path,
+        default=None,
+        help="serve: instead, compare decisions in process and behind serve on this suite",
+    )
 
     serve = commands.add_parser(
         "serve", help="serve a frontend over the MiniCPM-o Realtime protocol (WebSocket)"
@@ -231,6 +237,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     params_file=args.params_file,
                 )
             )
+        if args.suite == "serve" and args.parity is not None:
+            from venus_ros.bench.remote import bench_parity
+
+            return bench_parity(str(args.parity), spec=args.frontend)
         if args.suite == "serve":
             from venus_ros.bench.remote import bench_serve
 

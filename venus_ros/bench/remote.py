@@ -201,3 +201,64 @@ def bench_serve(
             f"{(units - dropped) / wall:7.2f} | {100 * cpu / wall / n:5.1f} % of a core"
         )
     return status
+
+
+def bench_parity(suite: str, spec: str = "cascade", deadline_ms: float = 5000.0) -> int:
+    """Decisions and delegations of ``spec`` in process (twice) and behind ``serve``, per sample.
+
+    Each sample's ``input.wav`` (+5 s of silence) is played through the duplex loop on a fake
+    clock: twice with the frontend in process (the second run shows its own run-to-run
+    variation), once through ``frontends/remote`` against a ``serve`` thread running the same
+    spec (a generous deadline: timing aside). Printed: per sample the units whose decision
+    differs and whether the delegate queries match.
+    """
+    from pathlib import Path
+
+    import soundfile
+
+    from venus_ros.core.clock import FakeClock
+    from venus_ros.core.units import resample
+    from venus_ros.frontends import make_frontend
+    from venus_ros.serve import ServeConfig, ServerThread
+
+    def play(frontend: object, audio: np.ndarray) -> tuple[list[str], list[str]]:
+        clock = FakeClock()
+        loop = DuplexLoop(frontend, Timeline(clock), clock)  # type: ignore[arg-type]
+        loop.prepare()
+        config, decisions, delegates, index = UnitConfig(), [], [], 0
+        while config.unit_start(index) + config.unit_length(index) <= audio.size:
+            first, length = config.unit_start(index), config.unit_length(index)
+            result = loop.step(InputUnit(index, first, audio[first : first + length]))
+            decisions.append(result.decision.value + ("/eot" if result.end_of_turn else ""))
+            delegates += [d.query for d in result.delegates]
+            clock.advance(length / 16000)
+            index += 1
+        return decisions, delegates
+
+    local = make_frontend(spec)
+    served = make_frontend(spec)
+    samples = sorted(p.parent for p in Path(suite).glob("*/input.wav"))
+    print(f"{spec}: in process (A, A') vs behind venus-ros serve (R), {len(samples)} samples")
+    print("sample                  units  A≠A'  A≠R  A'≠R  delegates A | A' | R")
+    totals = [0, 0, 0, 0]
+    config = ServeConfig(port=0, max_sessions=1)
+    with ServerThread(lambda: served, config) as server:
+        for sample in samples:
+            audio, rate = soundfile.read(sample / "input.wav", dtype="float32", always_2d=False)
+            audio = np.concatenate([resample(audio, rate, 16000), np.zeros(5 * 16000, np.float32)])
+            a, da = play(local, audio)
+            a2, da2 = play(local, audio)
+            remote = RemoteFrontend(parse_options(f"{server.url},deadline_ms={deadline_ms:g}"))
+            try:
+                r, dr = play(remote, audio)
+            finally:
+                remote.close()
+            diff_aa = sum(x != y for x, y in zip(a, a2, strict=True))
+            diff_ar = sum(x != y for x, y in zip(a, r, strict=True))
+            totals = [totals[0] + len(a), totals[1] + diff_aa, totals[2] + diff_ar]
+            print(
+                f"{sample.name:22s} {len(a):6d} {diff_aa:5d} {diff_ar:4d}  "
+                f"{len(da)} | {len(da2)} | {len(dr)}{'' if da == dr else '  (queries differ)'}"
+            )
+    print(f"all                    {totals[0]:6d} {totals[1]:5d} {totals[2]:4d} {totals[3]:5d}")
+    return 0
