@@ -344,6 +344,7 @@ def test_a_fuzz_campaign_reports_its_figures(tmp_path: Path, capsys: Any) -> Non
         "tool_config",
         "journal_rows",
         "tool_results",
+        "llm_replies",
     ]
     assert all(r["cases"] >= 5 and r["violations"] == 0 for r in report)
     assert "0 violations" in capsys.readouterr().out
