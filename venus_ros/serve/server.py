@@ -53,6 +53,7 @@ from venus_ros.core.frontend import Decision, Frontend, UnitOutput
 from venus_ros.core.protocol import PrivateSpan, SpanParser, VisibleText
 from venus_ros.core.units import InputUnit, VideoFrame
 from venus_ros.frontends.remote.codec import WireError, decode_f32, decode_jpeg, encode_f32
+from venus_ros.frontends.remote.link import MAX_SAMPLES
 from venus_ros.frontends.remote.redact import install as _redact_headers
 
 log = logging.getLogger("venus_ros.serve")
@@ -87,7 +88,7 @@ class ServeConfig:
             than real time) a unit is answered without running the frontend (``listen``, or
             "nothing new" mid-turn), flagged ``skipped`` in ``venus.unit``.
         extensions: send our ``venus.*`` events (off: a plain MiniCPM-o Realtime server).
-        unit_wait_s: estimated session length, for ``estimated_wait_s`` in ``session.queued``.
+        session_wait_s: estimated session length, for ``estimated_wait_s`` in ``session.queued``.
     """
 
     host: str = "127.0.0.1"
@@ -101,7 +102,7 @@ class ServeConfig:
     init_timeout_s: float = 10.0
     max_backlog: int = 32
     extensions: bool = True
-    unit_wait_s: float = 60.0
+    session_wait_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1 or self.max_queue < 0 or self.max_backlog < 1:
@@ -124,7 +125,7 @@ class ServeStats:
     frontend_errors: int = 0
     queued_max: int = 0
     active: int = 0
-    compute_s: list[float] = field(default_factory=list)
+    compute_s: deque[float] = field(default_factory=lambda: deque(maxlen=MAX_SAMPLES))
 
 
 class _Pool:
@@ -485,7 +486,7 @@ class RealtimeServer:
                                 "type": "session.queued",
                                 "position": position,
                                 "queue_length": len(self._pool.waiters),
-                                "estimated_wait_s": position * self.config.unit_wait_s,
+                                "estimated_wait_s": position * self.config.session_wait_s,
                             }
                         )
                     )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,7 +29,7 @@ import numpy as np
 from venus_ros.core.clock import Clock
 from venus_ros.core.frontend import Decision, Frontend, FrontendError, UnitOutput
 from venus_ros.core.units import InputUnit, resample
-from venus_ros.frontends.remote.link import Answer, Link
+from venus_ros.frontends.remote.link import MAX_SAMPLES, Answer, Link
 from venus_ros.frontends.remote.options import RemoteOptions, parse_options
 
 log = logging.getLogger("venus_ros.frontends.remote")
@@ -55,7 +56,7 @@ class RemoteStats:
     fallback_units: int = 0
     dropped_texts: int = 0
     turns_cut: int = 0
-    wait_s: list[float] = field(default_factory=list)
+    wait_s: deque[float] = field(default_factory=lambda: deque(maxlen=MAX_SAMPLES))
 
 
 def make_link(options: RemoteOptions, system_prompt: str = "") -> Link:

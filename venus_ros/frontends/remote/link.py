@@ -32,6 +32,8 @@ from venus_ros.frontends.remote.redact import install as _redact_headers
 log = logging.getLogger("venus_ros.frontends.remote")
 _redact_headers()
 
+#: Timing samples kept per counter (the newest; about 2.8 hours of units).
+MAX_SAMPLES = 10_000
 #: Units waiting to be sent while the socket is slow; older ones are given up (counted lost).
 MAX_OUTBOX = 4
 
@@ -79,7 +81,7 @@ class LinkStats:
     errors: int = 0
     bad_events: int = 0
     queued_position: int | None = None
-    rtt_s: list[float] = field(default_factory=list)
+    rtt_s: deque[float] = field(default_factory=lambda: deque(maxlen=MAX_SAMPLES))
 
 
 @dataclass

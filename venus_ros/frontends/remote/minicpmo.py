@@ -75,7 +75,7 @@ class MiniCPMoLink(Link):
         self._tap: _Tap | None = None
         self._session: Any = None
         self.extensions = False
-        self._header: list[Answer] = []  # venus.unit headers still collecting audio
+        self._header: list[tuple[Answer, int]] = []  # venus.unit headers and samples to collect
         self._collected: list[np.ndarray] = []
         self._bucket: Answer | None = None  # plain mode: the unit being assembled
         self._turn_just_ended = False
@@ -188,11 +188,10 @@ class MiniCPMoLink(Link):
             rate=rate,
             compute_ms=float(compute) if isinstance(compute, (int, float)) else None,
         )
-        answer.audio = np.zeros(samples, np.float32)  # the length still to collect
         if samples == 0:
             self.deliver(answer)
         else:
-            self._header.append(answer)
+            self._header.append((answer, samples))
 
     async def _send_unit(self, unit: InputUnit, jpeg: bytes | None) -> None:
         session = self._session
@@ -242,14 +241,13 @@ class MiniCPMoLink(Link):
             if not self._header:
                 self.stats.bad_events += 1
                 return
-            head = self._header[0]
+            head, expected = self._header[0]
             self._collected.append(chunk)
-            have = sum(c.size for c in self._collected)
-            if have >= head.audio.size:
+            if sum(c.size for c in self._collected) >= expected:
                 audio = np.concatenate(self._collected)
                 self._collected.clear()
                 self._header.pop(0)
-                head.audio = audio[: head.audio.size]
+                head.audio = audio[:expected]
                 self.deliver(head)
             return
         bucket = self._bucket or Answer(-1, Decision.SPEAK, rate=self.options.rate)

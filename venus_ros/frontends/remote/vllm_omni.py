@@ -26,8 +26,6 @@ import logging
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import numpy as np
-
 from venus_ros.core.frontend import Decision
 from venus_ros.core.units import InputUnit
 from venus_ros.frontends.remote.codec import WireError, decode_s16, encode_s16
@@ -207,4 +205,4 @@ class VllmOmniLink(Link):
                 self._ws = None
 
 
-__all__ = ["VllmOmniLink", "duplex_url", "np"]
+__all__ = ["VllmOmniLink", "duplex_url"]
