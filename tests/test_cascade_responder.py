@@ -249,7 +249,7 @@ def test_the_first_phrase_is_spoken_while_the_rest_is_generated(tmp_path: Path) 
         """Lets the engine make one piece per unit of the turn: generation slower than speech."""
 
         def generate(self) -> object:
-            if self._turn is not None or self._action.value == "start_speaking":
+            if self.state.turn is not None or self.state.action.value == "start_speaking":
                 gate.release()
             return super().generate()
 

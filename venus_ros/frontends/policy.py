@@ -60,6 +60,7 @@ import numpy as np
 from venus_ros.core.frontend import Decision, Frontend, FrontendError, UnitOutput
 from venus_ros.core.protocol import escape_tags
 from venus_ros.core.units import InputUnit
+from venus_ros.frontends.cascade.state import SessionState
 
 if TYPE_CHECKING:
     from venus_ros.audio.aec import EchoCanceller
@@ -631,7 +632,6 @@ class PolicyFrontend(Frontend):
             self._transcriber = SegmentTranscriber(recogniser)
         self._latency = self._aec.latency_samples if self._aec is not None else 0
         self._schedule: tuple[tuple[float, str], ...] = ()
-        self._compute: list[float] = []
         self.prepare()
 
     def _new_vad(self) -> SileroVad:
@@ -644,7 +644,7 @@ class PolicyFrontend(Frontend):
     @property
     def steps(self) -> tuple[FloorStep, ...]:
         """What happened at every boundary since :meth:`prepare`."""
-        return tuple(self._steps)
+        return tuple(self.state.steps)
 
     @property
     def unit_compute_s(self) -> tuple[float, ...]:
@@ -653,12 +653,12 @@ class PolicyFrontend(Frontend):
         The loop measures compute on the session clock, which an offline session's fake clock
         does not advance; this is the real cost on this machine.
         """
-        return tuple(self._compute)
+        return tuple(self.state.compute)
 
     @property
     def last_observation(self) -> FloorObservation | None:
         """The observation of the latest boundary (None before the first unit)."""
-        return self._last_obs
+        return self.state.last_obs
 
     @property
     def observations(self) -> tuple[FloorObservation, ...]:
@@ -666,7 +666,7 @@ class PolicyFrontend(Frontend):
 
         Recorded only when :attr:`record_observations` is true (constructor argument).
         """
-        return tuple(self._observations)
+        return tuple(self.state.observations)
 
     # -- the contract --------------------------------------------------------------------------
 
@@ -679,30 +679,8 @@ class PolicyFrontend(Frontend):
             self._transcriber.reset()
         self.policy.reset()
         self.responder.reset()
-        self._units_seen = 0
-        self._next_scheduled = 0
-        self._mic_pos = 0  # mic samples taken in (the unit timeline)
-        self._offset = 0  # mic sample = stream sample + offset (grows over dropped units)
-        self._frame_buf = np.zeros(0, dtype=np.float32)
-        self._frames_done = 0  # VAD frames analysed
-        self._frames_end = 0.0  # mic sample at the end of the newest frame
-        self._last_voiced_end: float | None = None
-        self._user_turn_speech = 0
-        self._user_turn_start: float | None = None
-        self._user_texts: list[str] = []
-        self._turn: _Turn | None = None
-        self._turn_overlap = 0
-        self._play_end = 0.0  # mic sample where emitted audio stops playing
-        self._ref_end = 0.0  # AEC stream sample just past the reference given
-        self._intervals: deque[list[float]] = deque()  # our playback, mic samples
-        self._backend: deque[str] = deque()
-        self._unit: InputUnit | None = None
-        self._last_obs: FloorObservation | None = None
-        self._action = FloorAction.KEEP_LISTENING
-        self._steps: list[FloorStep] = []
-        self._observations: list[FloorObservation] = []
-        self._compute = []
-        self._wall = 0.0
+        #: Everything this session has seen and done (replaced by every ``prepare``).
+        self.state = SessionState(action=FloorAction.KEEP_LISTENING)
 
     def schedule_turns(self, turns: Sequence[tuple[float, str]]) -> None:
         """Make the assistant speak ``text`` from the first boundary at or after ``start``.
@@ -721,10 +699,10 @@ class PolicyFrontend(Frontend):
         """
         from venus_ros.audio.tts import clean_for_speech
 
-        if self._units_seen:
+        if self.state.units_seen:
             raise RuntimeError(
                 "schedule_turns: call it before the first unit of the session "
-                f"({self._units_seen} units already taken in)"
+                f"({self.state.units_seen} units already taken in)"
             )
         parsed: list[tuple[float, str]] = []
         for i, turn in enumerate(turns):
@@ -757,7 +735,7 @@ class PolicyFrontend(Frontend):
             parsed.append((float(start), spoken))
         parsed.sort(key=lambda turn: turn[0])
         self._schedule = tuple(parsed)
-        self._next_scheduled = 0
+        self.state.next_scheduled = 0
 
     def prefill(self, unit: InputUnit) -> None:
         """Take in one unit: AEC, VAD, ASR per sub-step; observe; ask the policy.
@@ -766,7 +744,7 @@ class PolicyFrontend(Frontend):
         yield); the frontend's own turn is ended with it and its audio streams restart at the
         next unit, so both sides stay in step.
         """
-        self._unit = None
+        self.state.unit = None
         try:
             self._prefill(unit)
         except Exception:
@@ -779,20 +757,20 @@ class PolicyFrontend(Frontend):
         started = time.perf_counter()
         if unit.sample_rate != SAMPLE_RATE:
             raise FrontendError(f"policy frontend: units must be {SAMPLE_RATE} Hz mono")
-        gap = unit.start_sample - self._mic_pos
+        gap = unit.start_sample - self.state.mic_pos
         if gap < 0:
             raise FrontendError(
                 f"policy frontend: unit {unit.index} starts at sample {unit.start_sample}, "
-                f"before the end of the previous one ({self._mic_pos})"
+                f"before the end of the previous one ({self.state.mic_pos})"
             )
-        self._offset += gap  # dropped units: the streams skip them, the mic timeline does not
-        self._mic_pos = unit.start_sample
-        self._units_seen += 1
-        self._unit = unit
+        self.state.offset += gap  # dropped units: the streams skip them, the mic timeline does not
+        self.state.mic_pos = unit.start_sample
+        self.state.units_seen += 1
+        self.state.unit = unit
         for text in unit.texts:
-            self._backend.extend(m.strip() for m in _BACKEND.findall(text) if m.strip())
+            self.state.backend.extend(m.strip() for m in _BACKEND.findall(text) if m.strip())
         audio = np.asarray(unit.audio, dtype=np.float32)
-        texts_before = len(self._user_texts)
+        texts_before = len(self.state.user_texts)
         acc = _UnitAcc([], [], [])
         cuts = np.linspace(0, audio.size, self.substeps + 1).round().astype(int)
         for k in range(self.substeps):
@@ -804,21 +782,21 @@ class PolicyFrontend(Frontend):
                     f"{type(self.policy).__name__}.decide returned {action!r}, not a FloorAction"
                 )
             if self.record_observations:
-                self._observations.append(obs)
-        self._last_obs = obs
-        self._action = action
-        if len(self._user_texts) > texts_before and self._turn is None:
+                self.state.observations.append(obs)
+        self.state.last_obs = obs
+        self.state.action = action
+        if len(self.state.user_texts) > texts_before and self.state.turn is None:
             request = self._request()
             if request is not None:
                 self.responder.prepare(request)
-        self._wall = time.perf_counter() - started
+        self.state.wall = time.perf_counter() - started
 
     def generate(self) -> UnitOutput:
         """Act on the policy's answer: start, continue or yield a turn, or listen."""
-        unit = self._unit
+        unit = self.state.unit
         if unit is None:
             raise FrontendError("policy frontend: generate() called without a prefill() before")
-        self._unit = None
+        self.state.unit = None
         boundary = unit.start_sample + unit.audio.size  # mic samples
         try:
             return self._generate(unit, boundary)
@@ -828,14 +806,14 @@ class PolicyFrontend(Frontend):
 
     def _generate(self, unit: InputUnit, boundary: int) -> UnitOutput:
         started = time.perf_counter()
-        action = self._action
+        action = self.state.action
         began = ""
         due = self._due_scheduled(boundary / SAMPLE_RATE)
         if due is not None:
             self._begin(due, forced=True, answers_user=True)
             began = "scheduled"
             out = self._emit(boundary, unit)
-        elif self._turn is not None:
+        elif self.state.turn is not None:
             if action is FloorAction.YIELD:
                 out = self._yield(boundary)
             else:
@@ -851,8 +829,8 @@ class PolicyFrontend(Frontend):
             out = self._emit(boundary, unit)
         else:
             out = UnitOutput(Decision.LISTEN)
-        self._mic_pos = boundary
-        self._steps.append(
+        self.state.mic_pos = boundary
+        self.state.steps.append(
             FloorStep(
                 unit.index,
                 action,
@@ -862,7 +840,7 @@ class PolicyFrontend(Frontend):
                 out.decision is Decision.LISTEN and out.end_of_turn,
             )
         )
-        self._compute.append(self._wall + time.perf_counter() - started)
+        self.state.compute.append(self.state.wall + time.perf_counter() - started)
         return out
 
     def close(self) -> None:
@@ -879,15 +857,15 @@ class PolicyFrontend(Frontend):
         if self._transcriber is not None:
             for transcript in self._transcriber.feed(y, events):
                 if transcript.kind == "final" and transcript.text:
-                    self._user_texts.append(transcript.text)
-        self._mic_pos += x.size
-        buf = np.concatenate((self._frame_buf, y)) if self._frame_buf.size else y
+                    self.state.user_texts.append(transcript.text)
+        self.state.mic_pos += x.size
+        buf = np.concatenate((self.state.frame_buf, y)) if self.state.frame_buf.size else y
         count = buf.size // FRAME_SAMPLES
         if not count:
-            self._frame_buf = buf.copy()
+            self.state.frame_buf = buf.copy()
             return
         probs = self._vad.probabilities[-count:]
-        first = self._frames_done * FRAME_SAMPLES
+        first = self.state.frames_done * FRAME_SAMPLES
         if len(probs) != count or probs[0][0] != first:
             raise FrontendError(
                 f"policy frontend: VAD frames out of step (expected {count} from sample {first}, "
@@ -897,7 +875,7 @@ class PolicyFrontend(Frontend):
         power = np.mean(np.square(frames, dtype=np.float64), axis=1)
         dbs = np.maximum(10.0 * np.log10(power + 1e-12), SILENCE_DB)
         f0s = frame_pitch_hz(frames)
-        shift = self._offset - self._latency
+        shift = self.state.offset - self._latency
         for (start, p), db, f0 in zip(probs, dbs.tolist(), f0s.tolist(), strict=True):
             begin = start + shift  # mic samples
             end = begin + FRAME_SAMPLES
@@ -912,30 +890,33 @@ class PolicyFrontend(Frontend):
             if voiced:
                 acc.speech += 1
                 acc.speech_energy += 10.0 ** (db / 10.0)
-                self._last_voiced_end = end
-                self._user_turn_speech += 1
-                if self._user_turn_start is None:
-                    self._user_turn_start = begin
+                self.state.last_voiced_end = end
+                self.state.user_turn_speech += 1
+                if self.state.user_turn_start is None:
+                    self.state.user_turn_start = begin
                 if playing:
                     acc.overlap += 1
-                    if self._turn is not None:
-                        self._turn_overlap += 1
-            self._frames_end = end
-        self._frames_done += count
-        self._frame_buf = buf[count * FRAME_SAMPLES :].copy()
+                    if self.state.turn is not None:
+                        self.state.turn_overlap += 1
+            self.state.frames_end = end
+        self.state.frames_done += count
+        self.state.frame_buf = buf[count * FRAME_SAMPLES :].copy()
 
     def _playing(self, mic_sample: float) -> bool:
-        while self._intervals and self._intervals[0][1] < self._mic_pos - 4 * SAMPLE_RATE:
-            self._intervals.popleft()
-        return any(start <= mic_sample < end for start, end in self._intervals)
+        while (
+            self.state.intervals
+            and self.state.intervals[0][1] < self.state.mic_pos - 4 * SAMPLE_RATE
+        ):
+            self.state.intervals.popleft()
+        return any(start <= mic_sample < end for start, end in self.state.intervals)
 
     def _observe(self, unit: InputUnit, substep: int, acc: _UnitAcc) -> FloorObservation:
-        t = self._mic_pos / SAMPLE_RATE
-        frames_end = self._frames_end / SAMPLE_RATE
-        if self._last_voiced_end is None:
+        t = self.state.mic_pos / SAMPLE_RATE
+        frames_end = self.state.frames_end / SAMPLE_RATE
+        if self.state.last_voiced_end is None:
             silence = max(frames_end, 0.0)
         else:
-            silence = max(frames_end - self._last_voiced_end / SAMPLE_RATE, 0.0)
+            silence = max(frames_end - self.state.last_voiced_end / SAMPLE_RATE, 0.0)
         speech_db = (
             max(10.0 * math.log10(acc.speech_energy / acc.speech + 1e-12), SILENCE_DB)
             if acc.speech
@@ -945,10 +926,10 @@ class PolicyFrontend(Frontend):
         if self.asr_partials and self._transcriber is not None:
             partial = self._transcriber.partial()
             transcript = partial.text if partial is not None else ""
-        turn = self._turn
+        turn = self.state.turn
         spoken = remaining = 0.0
         if turn is not None:
-            played = sum(max(0.0, min(e, self._mic_pos) - s) for s, e in turn.intervals)
+            played = sum(max(0.0, min(e, self.state.mic_pos) - s) for s, e in turn.intervals)
             spoken = played / SAMPLE_RATE
             remaining = max(turn.total16 - played, 0.0) / SAMPLE_RATE
         return FloorObservation(
@@ -967,15 +948,15 @@ class PolicyFrontend(Frontend):
             overlap_s=acc.overlap * FRAME_S,
             trailing_silence_s=silence,
             user_speaking=self._vad.speaking,
-            user_turn_speech_s=self._user_turn_speech * FRAME_S,
-            user_text=" ".join(self._user_texts),
+            user_turn_speech_s=self.state.user_turn_speech * FRAME_S,
+            user_text=" ".join(self.state.user_texts),
             transcript=transcript,
             assistant_speaking=turn is not None,
             forced_turn=turn is not None and turn.forced,
             assistant_spoken_s=spoken,
             assistant_remaining_s=remaining,
-            turn_overlap_s=self._turn_overlap * FRAME_S if turn is not None else 0.0,
-            backend_pending=len(self._backend),
+            turn_overlap_s=self.state.turn_overlap * FRAME_S if turn is not None else 0.0,
+            backend_pending=len(self.state.backend),
             frame_f0=tuple(acc.f0),
         )
 
@@ -988,45 +969,45 @@ class PolicyFrontend(Frontend):
             self._aec.reset()
         if self._transcriber is not None:
             self._transcriber.reset()
-        self._frame_buf = np.zeros(0, dtype=np.float32)
-        self._frames_done = 0
-        self._offset = boundary
-        self._mic_pos = boundary
-        self._ref_end = 0.0
+        self.state.frame_buf = np.zeros(0, dtype=np.float32)
+        self.state.frames_done = 0
+        self.state.offset = boundary
+        self.state.mic_pos = boundary
+        self.state.ref_end = 0.0
 
     def _due_scheduled(self, boundary_s: float) -> str | None:
         due = None
         while (
-            self._next_scheduled < len(self._schedule)
-            and self._schedule[self._next_scheduled][0] <= boundary_s + _EPS
+            self.state.next_scheduled < len(self._schedule)
+            and self._schedule[self.state.next_scheduled][0] <= boundary_s + _EPS
         ):
-            due = self._schedule[self._next_scheduled][1]
-            self._next_scheduled += 1
+            due = self._schedule[self.state.next_scheduled][1]
+            self.state.next_scheduled += 1
         return due
 
     def _request(self) -> UserRequest | None:
         """The user's speech since the assistant last took the floor (None if there is none)."""
-        if not self._user_turn_speech or self._user_turn_start is None:
+        if not self.state.user_turn_speech or self.state.user_turn_start is None:
             return None
-        end = self._last_voiced_end if self._last_voiced_end is not None else 0.0
+        end = self.state.last_voiced_end if self.state.last_voiced_end is not None else 0.0
         return UserRequest(
-            " ".join(self._user_texts),
-            self._user_turn_start / SAMPLE_RATE,
+            " ".join(self.state.user_texts),
+            self.state.user_turn_start / SAMPLE_RATE,
             end / SAMPLE_RATE,
-            self._user_turn_speech * FRAME_S,
+            self.state.user_turn_speech * FRAME_S,
             self.asr_enabled,
         )
 
     def _respond(self) -> Response | None:
-        backend = self._backend[0] if self._backend else None
-        if self._user_turn_speech and self._user_turn_start is not None:
+        backend = self.state.backend[0] if self.state.backend else None
+        if self.state.user_turn_speech and self.state.user_turn_start is not None:
             if self._transcriber is not None and self._transcriber.in_utterance:
                 # Taking the turn ends the utterance; its later VAD end is ignored.
-                self._user_texts.extend(t.text for t in self._transcriber.flush() if t.text)
+                self.state.user_texts.extend(t.text for t in self._transcriber.flush() if t.text)
         request = self._request()
         response = self.responder.respond(request, backend)
         if response is not None and response.kind == "backend":
-            self._backend.popleft()
+            self.state.backend.popleft()
         return response
 
     def _voice(self, text: str) -> np.ndarray:
@@ -1050,21 +1031,19 @@ class PolicyFrontend(Frontend):
         chunk = max(1, round(self.max_unit_audio_s * rate))
         chunks = _split_turn(text, audio, chunk) if audio.size or source is None else deque()
         total16 = audio.size * SAMPLE_RATE / rate
-        if self._turn is not None:  # a scheduled turn continues the current one
-            if self._turn.source is not None:
-                self._turn.source.cancel()
-            self._turn.source = source
-            self._turn.chunks = chunks
-            self._turn.forced = forced
-            self._turn.total16 = total16 + sum(e - s for s, e in self._turn.intervals)
+        if self.state.turn is not None:  # a scheduled turn continues the current one
+            if self.state.turn.source is not None:
+                self.state.turn.source.cancel()
+            self.state.turn.source = source
+            self.state.turn.chunks = chunks
+            self.state.turn.forced = forced
+            self.state.turn.total16 = total16 + sum(e - s for s, e in self.state.turn.intervals)
         else:
-            self._turn = _Turn(chunks, forced, total16, [], source)
-            self._turn_overlap = 0
+            self.state.turn = _Turn(chunks, forced, total16, [], source)
+            self.state.turn_overlap = 0
         if not answers_user:
             return
-        self._user_turn_speech = 0
-        self._user_turn_start = None
-        self._user_texts = []
+        self.state.forget_user_turn()
 
     def _feed(self, turn: _Turn) -> None:
         """Voice the phrases a streamed reply finished since the last unit (bounded wait)."""
@@ -1086,7 +1065,7 @@ class PolicyFrontend(Frontend):
         turn.total16 += audio.size * SAMPLE_RATE / rate
 
     def _emit(self, boundary: int, unit: InputUnit) -> UnitOutput:
-        turn = self._turn
+        turn = self.state.turn
         assert turn is not None
         if turn.source is not None:
             self._feed(turn)
@@ -1099,7 +1078,7 @@ class PolicyFrontend(Frontend):
         if audio.size:
             self._schedule_playback(boundary, audio, turn)
         if last:
-            self._turn = None
+            self.state.turn = None
             self._heard(turn, interrupted=False)
         return UnitOutput(Decision.SPEAK, text=text, audio=audio, end_of_turn=last)
 
@@ -1112,25 +1091,25 @@ class PolicyFrontend(Frontend):
     def _schedule_playback(self, boundary: int, audio: np.ndarray, turn: _Turn) -> None:
         rate = self.output_sample_rate
         length = audio.size * SAMPLE_RATE / rate
-        start = max(float(boundary), self._play_end)
+        start = max(float(boundary), self.state.play_end)
         end = start + length
-        if self._intervals and abs(self._intervals[-1][1] - start) < 1.0:
-            self._intervals[-1][1] = end
+        if self.state.intervals and abs(self.state.intervals[-1][1] - start) < 1.0:
+            self.state.intervals[-1][1] = end
         else:
-            self._intervals.append([start, end])
+            self.state.intervals.append([start, end])
         if turn.intervals and abs(turn.intervals[-1][1] - start) < 1.0:
             turn.intervals[-1][1] = end
         else:
             turn.intervals.append([start, end])
-        self._play_end = end
+        self.state.play_end = end
         if self._aec is not None:
-            position = max(start - self._offset, self._ref_end)
-            if position > self._ref_end + 1:
+            position = max(start - self.state.offset, self.state.ref_end)
+            if position > self.state.ref_end + 1:
                 self._aec.push_reference(audio, rate, math.ceil(position))
             else:
                 self._aec.push_reference(audio, rate)
-                position = self._ref_end
-            self._ref_end = position + length
+                position = self.state.ref_end
+            self.state.ref_end = position + length
 
     def _yield(self, boundary: int) -> UnitOutput:
         """End the turn with no speech: the loop flushes the speaker at this boundary."""
@@ -1139,12 +1118,12 @@ class PolicyFrontend(Frontend):
 
     def _abandon_turn(self, boundary: int) -> None:
         """Forget the current turn; its audio stops playing at ``boundary`` (the flush)."""
-        if self._turn is None:
+        if self.state.turn is None:
             return
-        for interval in (*self._intervals, *self._turn.intervals):
+        for interval in (*self.state.intervals, *self.state.turn.intervals):
             interval[1] = min(interval[1], max(interval[0], float(boundary)))
-        self._play_end = min(self._play_end, float(boundary))
-        turn, self._turn = self._turn, None
+        self.state.play_end = min(self.state.play_end, float(boundary))
+        turn, self.state.turn = self.state.turn, None
         if turn.source is not None:
             turn.source.cancel()
         self._heard(turn, interrupted=True)

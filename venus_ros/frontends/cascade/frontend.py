@@ -166,51 +166,43 @@ class CascadeFrontend(PolicyFrontend):
             kwargs["responder"] = CascadeResponder(parts.delegator, query_of=parts.query_of)
         #: The typed config it was built from (:func:`build_cascade`; None when built directly).
         self.config: CascadeConfig | None = None
-        self._turn_began = 0.0
-        self._finished_turn: tuple[float, float] | None = None
-        #: How many times overlapped speech was forgotten at the end of a turn.
-        self.ignored_overlaps = 0
         super().__init__(parts.policy, **kwargs)
         #: What the frontend was built with (and what fell back).
         self.parts = parts
 
-    def prepare(self, system_prompt: str = "", ref_audio: Any = None) -> None:
-        """Start a session (see :meth:`PolicyFrontend.prepare`)."""
-        super().prepare(system_prompt, ref_audio)
-        self._turn_began = 0.0
-        self._finished_turn = None
-        self.ignored_overlaps = 0
+    @property
+    def ignored_overlaps(self) -> int:
+        """How many times overlapped speech was forgotten at the end of a turn, this session."""
+        return int(self.state.ignored_overlaps)
 
     def _begin(self, text: str, *, forced: bool, answers_user: bool, source: Any = None) -> None:
-        if self._turn is None:
-            self._turn_began = float(self._mic_pos)
+        if self.state.turn is None:
+            self.state.turn_began = float(self.state.mic_pos)
         super()._begin(text, forced=forced, answers_user=answers_user, source=source)
 
     def _emit(self, boundary: int, unit: Any) -> Any:
         out = super()._emit(boundary, unit)
-        if self._turn is None:  # the turn finished with this audio (not a yield)
-            self._finished_turn = (self._turn_began, self._play_end)
+        if self.state.turn is None:  # the turn finished with this audio (not a yield)
+            self.state.finished_turn = (self.state.turn_began, self.state.play_end)
         return out
 
     def _yield(self, boundary: int) -> Any:
-        self._finished_turn = None
+        self.state.finished_turn = None
         return super()._yield(boundary)
 
     def _prefill(self, unit: Any) -> None:
         super()._prefill(unit)
-        finished = self._finished_turn
-        if finished is None or self._turn is not None or self._frames_end < finished[1]:
+        finished = self.state.finished_turn
+        if finished is None or self.state.turn is not None or self.state.frames_end < finished[1]:
             return
-        self._finished_turn = None
+        self.state.finished_turn = None
         began, ended = finished
-        start = self._user_turn_start
+        start = self.state.user_turn_start
         transcribing = self._transcriber is not None and self._transcriber.in_utterance
         if start is None or not began <= start < ended or self._vad.speaking or transcribing:
             return
-        self._user_turn_speech = 0
-        self._user_turn_start = None
-        self._user_texts = []
-        self.ignored_overlaps += 1
+        self.state.forget_user_turn()
+        self.state.ignored_overlaps += 1
 
 
 def build_cascade(config: CascadeConfig | None = None) -> CascadeFrontend:

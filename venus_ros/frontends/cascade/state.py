@@ -1,0 +1,87 @@
+"""One resettable per-session state object for the policy and cascade frontends.
+
+Everything a :class:`~venus_ros.frontends.policy.PolicyFrontend` learns during a session lives
+in one :class:`SessionState`; ``prepare`` replaces it with a fresh one, so nothing of a previous
+session can leak into the next (models and their settings live on the frontend itself).
+Positions are in microphone samples at 16 kHz (the unit timeline).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SessionState"]
+
+
+@dataclass
+class SessionState:
+    """What one session of a policy frontend has seen and done so far.
+
+    Attributes:
+        units_seen: Units taken in.
+        next_scheduled: Index of the next scheduled turn not yet started.
+        mic_pos: Microphone samples taken in (the unit timeline).
+        offset: Microphone sample = stream sample + offset (grows over dropped units).
+        frame_buf: Samples waiting for a whole VAD frame.
+        frames_done: VAD frames analysed.
+        frames_end: Microphone sample at the end of the newest frame.
+        last_voiced_end: End of the user's latest voiced frame (None before any).
+        user_turn_speech: Voiced frames since the assistant last took the floor.
+        user_turn_start: Where that speech began (None when there is none).
+        user_texts: Its final transcripts.
+        turn: The assistant's turn in progress (None while listening).
+        turn_overlap: Voiced user frames over that turn's audio.
+        turn_began: Microphone sample where the current (or last) turn began.
+        finished_turn: ``(began, ended)`` of a turn that finished by playing out (not a yield),
+            until the frontend has judged the speech that overlapped it.
+        ignored_overlaps: How often overlapped speech was forgotten at the end of a turn.
+        play_end: Microphone sample where the emitted audio stops playing.
+        ref_end: Echo canceller stream sample just past the reference given.
+        intervals: Where the assistant's audio plays, microphone samples ``[start, end)``.
+        backend: Backend replies received and not yet spoken.
+        unit: The unit taken in by ``prefill`` and not yet answered by ``generate``.
+        last_obs: The observation of the latest boundary.
+        action: The policy's answer for the latest boundary.
+        steps: What happened at every boundary.
+        observations: Every observation (when the frontend records them).
+        compute: Wall-clock seconds of ``prefill`` + ``generate`` per unit.
+        wall: Wall-clock seconds of the latest ``prefill``.
+    """
+
+    action: Any
+    units_seen: int = 0
+    next_scheduled: int = 0
+    mic_pos: int = 0
+    offset: int = 0
+    frame_buf: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    frames_done: int = 0
+    frames_end: float = 0.0
+    last_voiced_end: float | None = None
+    user_turn_speech: int = 0
+    user_turn_start: float | None = None
+    user_texts: list[str] = field(default_factory=list)
+    turn: Any = None
+    turn_overlap: int = 0
+    turn_began: float = 0.0
+    finished_turn: tuple[float, float] | None = None
+    ignored_overlaps: int = 0
+    play_end: float = 0.0
+    ref_end: float = 0.0
+    intervals: deque[list[float]] = field(default_factory=deque)
+    backend: deque[str] = field(default_factory=deque)
+    unit: Any = None
+    last_obs: Any = None
+    steps: list[Any] = field(default_factory=list)
+    observations: list[Any] = field(default_factory=list)
+    compute: list[float] = field(default_factory=list)
+    wall: float = 0.0
+
+    def forget_user_turn(self) -> None:
+        """Drop the user's speech since the assistant last took the floor (answered or ignored)."""
+        self.user_turn_speech = 0
+        self.user_turn_start = None
+        self.user_texts = []
