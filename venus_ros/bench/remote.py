@@ -253,11 +253,15 @@ def bench_parity(suite: str, spec: str = "cascade", deadline_ms: float = 5000.0)
                 r, dr = play(remote, audio)
             finally:
                 remote.close()
-            diff_aa = sum(x != y for x, y in zip(a, a2, strict=True))
-            diff_ar = sum(x != y for x, y in zip(a, r, strict=True))
-            totals = [totals[0] + len(a), totals[1] + diff_aa, totals[2] + diff_ar]
+            counts = (
+                len(a),
+                sum(x != y for x, y in zip(a, a2, strict=True)),
+                sum(x != y for x, y in zip(a, r, strict=True)),
+                sum(x != y for x, y in zip(a2, r, strict=True)),
+            )
+            totals = [t + c for t, c in zip(totals, counts, strict=True)]
             print(
-                f"{sample.name:22s} {len(a):6d} {diff_aa:5d} {diff_ar:4d}  "
+                f"{sample.name:22s} {counts[0]:6d} {counts[1]:5d} {counts[2]:4d} {counts[3]:5d}  "
                 f"{len(da)} | {len(da2)} | {len(dr)}{'' if da == dr else '  (queries differ)'}"
             )
     print(f"all                    {totals[0]:6d} {totals[1]:5d} {totals[2]:4d} {totals[3]:5d}")
