@@ -39,6 +39,7 @@ class FakeOptions:
 
     refuse_code: str = ""
     error_every: int = 0
+    garbage: bool = False
     sessions: int = 0
     texts: list[str] = field(default_factory=list)
     appends: int = 0
@@ -203,6 +204,13 @@ class _Session:
             return self.frontend.generate()
 
         out = await asyncio.to_thread(step)
+        if self.options.garbage:  # hostile events the client must count and ignore
+            for bad in ("{oops", "[]", json.dumps({"type": 7})):
+                await self.ws.send(bad)
+            await self.send("response.output_audio.delta", delta="***", format="pcm16")
+            await self.send("response.output_audio.delta", delta="AAAA", format="opus")
+            await self.send("response.output_audio.delta", delta="AAAA", sample_rate_hz=10**9)
+            await self.send("no.such.event", payload={"x": [1] * 50})
         if self.options.error_every and self.index % self.options.error_every == 0:
             await self.send(
                 "error",

@@ -84,3 +84,18 @@ def test_duplex_url_asks_for_the_duplex_endpoint() -> None:
         "wss://gpu/v1/realtime?duplex=1"
     )
     assert duplex_url("ws://gpu/v1/duplex", "m") == "ws://gpu/v1/duplex?duplex=1&model=m"
+
+
+def test_hostile_vllm_events_are_counted_and_ignored(tmp_path) -> None:
+    path = write_script(tmp_path)
+    local = drive(ScriptedFrontend(load_script(path)), units(PATTERN))
+    options = FakeOptions(garbage=True)
+    with FakeServer(vllm_handler(scripted_factory(path), options)) as server:
+        frontend = remote(server.url)
+        try:
+            run = drive(frontend, units(PATTERN))
+            link = frontend.link.stats
+        finally:
+            frontend.close()
+    assert link.bad_events == 6 * len(PATTERN) and link.connects == 1
+    assert run.decisions == local.decisions and run.delegates == local.delegates
