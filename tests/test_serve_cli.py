@@ -121,3 +121,26 @@ def test_busy_server_refuses_beyond_its_queue(tmp_path) -> None:
                 event = json.loads(second.recv(5))
                 assert event["type"] == "error" and event["error"]["code"] == "server_busy"
         assert server.server.stats.refused_busy == 1
+
+
+def test_reuse_builds_the_frontends_once_and_prepares_them_per_session(tmp_path) -> None:
+    path = write_script(tmp_path)
+    built = []
+
+    def factory():
+        built.append(scripted_factory(path)())
+        return built[-1]
+
+    with ServerThread(factory, ServeConfig(port=0, max_sessions=1, reuse=True)) as server:
+        assert len(built) == 1  # built at start, before any robot connects
+        runs = []
+        for _ in range(3):
+            frontend = _remote(server.url)
+            try:
+                runs.append(drive(frontend, units("sss" + "." * 5)))
+            finally:
+                frontend.close()
+        assert server.server.stats.sessions == 3
+    assert len(built) == 1
+    assert runs[0].decisions == runs[1].decisions == runs[2].decisions  # prepare() reset it
+    assert all(r.delegates == ["weather in Paris today"] for r in runs)

@@ -32,6 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plain", action="store_true", help="no venus.* extension events (a plain server)"
     )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="build a new frontend per connection (default: build --sessions frontends once "
+        "and prepare() them for each session, so a checkpoint loads once)",
+    )
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -42,11 +48,12 @@ def run_from_args(args: argparse.Namespace) -> int:
     from venus_ros.serve.server import RealtimeServer, ServeConfig
 
     spec = resolve_spec(args.frontend)
-    try:
-        make_frontend(spec, clock=MonotonicClock()).close()  # fail now, not per connection
-    except FrontendError as exc:
-        print(f"venus-ros serve: {exc}", file=sys.stderr)
-        return 2
+    if args.fresh:
+        try:
+            make_frontend(spec, clock=MonotonicClock()).close()  # fail now, not per connection
+        except FrontendError as exc:
+            print(f"venus-ros serve: {exc}", file=sys.stderr)
+            return 2
 
     def factory() -> Frontend:
         return make_frontend(spec, clock=MonotonicClock())
@@ -62,6 +69,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             keyfile=args.key,
             max_frame_bytes=args.max_frame_kb * 1024,
             extensions=not args.plain,
+            reuse=not args.fresh,
         )
     except ValueError as exc:
         print(f"venus-ros serve: {exc}", file=sys.stderr)
@@ -85,6 +93,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         asyncio.run(main())
     except KeyboardInterrupt:
         pass
+    except FrontendError as exc:  # building the frontends at start
+        print(f"venus-ros serve: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -88,6 +88,9 @@ class ServeConfig:
             than real time) a unit is answered without running the frontend (``listen``, or
             "nothing new" mid-turn), flagged ``skipped`` in ``venus.unit``.
         extensions: send our ``venus.*`` events (off: a plain MiniCPM-o Realtime server).
+        reuse: build ``max_sessions`` frontends once at start and hand them to sessions in
+            turn (``prepare`` starts each session afresh), instead of one new frontend per
+            connection: what a GPU box wants, where loading a checkpoint takes minutes.
         session_wait_s: estimated session length, for ``estimated_wait_s`` in ``session.queued``.
     """
 
@@ -102,6 +105,7 @@ class ServeConfig:
     init_timeout_s: float = 10.0
     max_backlog: int = 32
     extensions: bool = True
+    reuse: bool = False
     session_wait_s: float = 60.0
 
     def __post_init__(self) -> None:
@@ -351,13 +355,12 @@ class _Session:
         if eot:
             await self.send({"type": "response.done", "response": {"status": "completed"}})
 
-    def close(self) -> None:
-        def _close() -> None:
+    async def close(self, keep_frontend: bool) -> None:
+        """Stop the session's thread (after the unit it may be running); close or keep the model."""
+        await asyncio.to_thread(self.executor.shutdown, True)
+        if not keep_frontend:
             with contextlib.suppress(Exception):
-                self.frontend.close()
-
-        self.executor.submit(_close)
-        self.executor.shutdown(wait=False)
+                await asyncio.to_thread(self.frontend.close)
 
 
 class RealtimeServer:
@@ -377,6 +380,7 @@ class RealtimeServer:
         self._pool = _Pool(self.config.max_sessions)
         self._server: Server | None = None
         self._token = os.environ.get(self.config.token_env, "") if self.config.token_env else ""
+        self._idle: list[Frontend] = []
 
     @property
     def port(self) -> int:
@@ -392,7 +396,11 @@ class RealtimeServer:
         return f"{scheme}://{self.config.host}:{self.port}"
 
     async def start(self) -> None:
-        """Bind and start accepting connections."""
+        """Build the frontends (with ``reuse``), bind and start accepting connections."""
+        loop = asyncio.get_running_loop()
+        if self.config.reuse and not self._idle:
+            for _ in range(self.config.max_sessions):  # one after the other: GPU memory
+                self._idle.append(await loop.run_in_executor(None, self.factory))
         tls = None
         if self.config.certfile:
             tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -418,11 +426,15 @@ class RealtimeServer:
         )
 
     async def stop(self) -> None:
-        """Close every connection and stop listening."""
+        """Close every connection, stop listening and close the kept frontends."""
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
+        idle, self._idle = self._idle, []
+        for frontend in idle:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(frontend.close)
 
     async def serve_forever(self) -> None:
         """Start and serve until cancelled."""
@@ -510,7 +522,10 @@ class RealtimeServer:
             return
         loop = asyncio.get_running_loop()
         try:
-            frontend = await loop.run_in_executor(None, self.factory)
+            if self.config.reuse:
+                frontend = self._idle.pop()  # the pool slot guarantees one is free
+            else:
+                frontend = await loop.run_in_executor(None, self.factory)
         except Exception as exc:
             log.error("serve: cannot build the frontend: %s", exc)
             await ws.send(_error("frontend_unavailable", f"cannot build the frontend: {exc}"))
@@ -522,7 +537,7 @@ class RealtimeServer:
             await session.run_frontend(frontend.prepare, prompt)
         except Exception as exc:
             await ws.send(_error("frontend_unavailable", f"frontend prepare failed: {exc}"))
-            session.close()
+            await self._end(session)
             return
         created: dict[str, Any] = {"type": "session.created", "session_id": session.id}
         if self.config.extensions:
@@ -542,8 +557,13 @@ class RealtimeServer:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(worker, 5.0)
             worker.cancel()
-            session.close()
+            await self._end(session)
             log.info("session %s ended", session.id)
+
+    async def _end(self, session: _Session) -> None:
+        await session.close(keep_frontend=self.config.reuse)
+        if self.config.reuse:
+            self._idle.append(session.frontend)
 
     async def _wait_init(self, ws: ServerConnection) -> dict[str, Any] | None:
         async for message in ws:
