@@ -146,11 +146,11 @@ def test_a_cancel_only_touches_its_own_session(
 def test_a_newer_request_to_a_superseding_tool_replaces_the_older_one(
     make_runner: Callable[..., HarnessRunner], recorder: Recorder
 ) -> None:
-    gates = [Gate(), Gate()]
-    calls = iter(gates)
+    gates = {"kitchen": Gate(), "door": Gate()}  # by destination: a cancel may land before
+    # the superseded call's body has even started (each tool runs on its own thread)
 
     async def go(args: Mapping[str, Any], evidence: TimelineView) -> ToolResult:
-        await next(calls).wait()
+        await gates[args["to"]].wait()
         return ToolResult(f"arrived at {args['to']}", {})
 
     runner = make_runner(tool("navigate", go), superseding=["navigate"])
@@ -159,7 +159,7 @@ def test_a_newer_request_to_a_superseding_tool_replaces_the_older_one(
     second = submit(runner, "no, go to the door", tool="navigate", args={"to": "door"})
     assert settle(runner, first).state is S.CANCELLED
     assert "superseded by a newer request" in runner.get(first.id).history[-2].reason
-    gates[1].open()
+    gates["door"].open()
     assert settle(runner, second).result_text == "arrived at door"
 
 
