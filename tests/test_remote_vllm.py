@@ -22,6 +22,18 @@ def remote(url: str, extra: str = "") -> RemoteFrontend:
     return frontend
 
 
+def _session(path, options: FakeOptions):
+    """One robot session of PATTERN against a fake endpoint; (run, frontend, link stats)."""
+    with FakeServer(vllm_handler(scripted_factory(path), options)) as server:
+        frontend = remote(server.url)
+        try:
+            run = drive(frontend, units(PATTERN))
+            link = frontend.link.stats
+        finally:
+            frontend.close()
+    return run, frontend, link
+
+
 def offer_at(index: int, text: str):
     def on_unit(i: int, loop) -> None:
         if i == index:
@@ -53,13 +65,7 @@ def test_vllm_omni_session_matches_the_model_in_process(tmp_path) -> None:
 def test_error_events_do_not_end_a_vllm_session(tmp_path) -> None:
     path = write_script(tmp_path)
     options = FakeOptions(error_every=2)
-    with FakeServer(vllm_handler(scripted_factory(path), options)) as server:
-        frontend = remote(server.url)
-        try:
-            run = drive(frontend, units(PATTERN))
-            link = frontend.link.stats
-        finally:
-            frontend.close()
+    run, frontend, link = _session(path, options)
     assert link.errors == len(PATTERN) // 2 and link.connects == 1 and options.sessions == 1
     assert frontend.stats.answered == len(PATTERN) and run.delegates == ["weather in Paris today"]
 
@@ -89,13 +95,6 @@ def test_duplex_url_asks_for_the_duplex_endpoint() -> None:
 def test_hostile_vllm_events_are_counted_and_ignored(tmp_path) -> None:
     path = write_script(tmp_path)
     local = drive(ScriptedFrontend(load_script(path)), units(PATTERN))
-    options = FakeOptions(garbage=True)
-    with FakeServer(vllm_handler(scripted_factory(path), options)) as server:
-        frontend = remote(server.url)
-        try:
-            run = drive(frontend, units(PATTERN))
-            link = frontend.link.stats
-        finally:
-            frontend.close()
+    run, _, link = _session(path, FakeOptions(garbage=True))
     assert link.bad_events == 6 * len(PATTERN) and link.connects == 1
     assert run.decisions == local.decisions and run.delegates == local.delegates
