@@ -102,6 +102,8 @@ setup(
             ),
             "recorder_node = venus_ros.nodes.recorder:main",
             "sim_robot_node = venus_ros.nodes.sim_robot:main",
+            "frames_node = venus_ros.nodes.frames:main",
+            "audio_bridge_node = venus_ros.nodes.audio_bridge:main",
         ]
     },
 )

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
 from venus_interfaces.msg import (
@@ -29,10 +29,35 @@ _IMAGE_CHANNELS = {"rgb8": 3, "bgr8": 3, "mono8": 1}
 MAX_IMAGE_BYTES = 4096 * 4096 * 3
 
 
-def audio_from_msg(msg: AudioChunk) -> tuple[np.ndarray, int]:
-    """Samples (int16 or float32, mono) and rate of an AudioChunk; the rate is checked later."""
-    if msg.channels != 1:
-        raise InputError("audio.channels", f"expected mono (1 channel), got {msg.channels}")
+def to_mono(frames: np.ndarray, channel: int = -1) -> np.ndarray:
+    """One channel of interleaved ``(samples, channels)`` audio: the mean (``channel=-1``) or
+    channel ``channel``, in the input's dtype.
+
+    Raises:
+        InputError: ``channel`` is not a channel of ``frames``.
+    """
+    if frames.ndim == 1:
+        return frames
+    if channel >= frames.shape[1]:
+        raise InputError("audio.channels", f"channel {channel} of {frames.shape[1]} selected")
+    if channel >= 0:
+        return np.ascontiguousarray(frames[:, channel])
+    mixed = frames.astype(np.float64).mean(axis=1)
+    return (
+        mixed.astype(frames.dtype)
+        if frames.dtype.kind == "f"
+        else np.rint(mixed).astype(frames.dtype)
+    )
+
+
+def audio_from_msg(msg: AudioChunk, channel: int = -1) -> tuple[np.ndarray, int]:
+    """Mono samples (int16 or float32) and rate of an AudioChunk; the rate is checked later.
+
+    Interleaved multi-channel chunks are down-mixed (``channel=-1``) or one channel is taken.
+    """
+    channels = int(msg.channels)
+    if not 1 <= channels <= 64:
+        raise InputError("audio.channels", f"expected 1..64 channels, got {channels}")
     dtype = _DTYPES.get(msg.encoding)
     if dtype is None:
         raise InputError(
@@ -41,12 +66,15 @@ def audio_from_msg(msg: AudioChunk) -> tuple[np.ndarray, int]:
     data = bytes(msg.data)
     if not data:
         raise InputError("audio.data", "empty chunk")
-    if len(data) % dtype.itemsize:
+    if len(data) % (dtype.itemsize * channels):
         raise InputError(
-            "audio.data", f"{len(data)} bytes is not a whole number of {msg.encoding} samples"
+            "audio.data",
+            f"{len(data)} bytes is not a whole number of {channels}-channel {msg.encoding} frames",
         )
-    samples = np.frombuffer(data, dtype=dtype)
-    return samples.astype(dtype.newbyteorder("=")), int(msg.sample_rate)
+    samples = np.frombuffer(data, dtype=dtype).astype(dtype.newbyteorder("="))
+    if channels > 1:
+        samples = to_mono(samples.reshape(-1, channels), channel)
+    return samples, int(msg.sample_rate)
 
 
 def audio_to_msg(
@@ -94,6 +122,21 @@ def frame_from_msg(msg: Image, t: float, seq: int) -> VideoFrame:
     if channels == 1:
         image = image[:, :, 0]
     return VideoFrame(np.ascontiguousarray(image), t, seq=seq)
+
+
+def frame_from_compressed(msg: CompressedImage, t: float, seq: int) -> VideoFrame:
+    """An RGB VideoFrame from a JPEG or PNG CompressedImage (image_transport's compressed)."""
+    import cv2  # only nodes that take compressed frames pay for OpenCV
+
+    data = np.frombuffer(bytes(msg.data), dtype=np.uint8)
+    if data.size == 0:
+        raise InputError("frame.data", "empty compressed image")
+    if data.size > MAX_IMAGE_BYTES:
+        raise InputError("frame.data", f"{data.size} bytes is over the size limit")
+    image = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    if image is None:
+        raise InputError("frame.format", f"cannot decode a {msg.format!r} image")
+    return VideoFrame(np.ascontiguousarray(image[:, :, ::-1]), t, seq=seq)
 
 
 def frame_to_msg(image: np.ndarray, stamp: Time, frame_id: str = "camera") -> Image:

@@ -11,6 +11,12 @@ timeline and the loop keeps deciding. Which delegations are still awaited, given
 decided by :class:`~venus_ros.core.delegation.DelegationTracker` (rules there): long work stays
 awaited while the harness keeps reporting it, a result that comes after the frontend gave up is
 still offered while fresh, and a stale one is reported dropped so the harness journals it.
+
+A lifecycle node (:class:`~venus_ros.nodes.managed.ManagedNode`): configure builds the frontend
+(loads its models) and prepares the loop, activate starts the foreground thread and accepts
+audio and frames, deactivate stops both (inputs meanwhile are dropped), cleanup releases the
+frontend. Camera frames come from ``camera/image_raw`` (``image_transport: raw``) or its
+``/compressed`` JPEG/PNG topic (``image_transport: compressed``), with sensor-data QoS.
 """
 
 from __future__ import annotations
@@ -18,14 +24,16 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from rclpy.task import Future
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header, String
 from unique_identifier_msgs.msg import UUID
 
@@ -42,10 +50,13 @@ from venus_ros.core.clock import MonotonicClock
 from venus_ros.core.delegation import DelegationTracker, GiveUp, Verdict
 from venus_ros.core.delivery import DeliveryOutcome, Outcome
 from venus_ros.core.duplex import BackendReply, DelegateRequest, DuplexConfig, DuplexLoop
+from venus_ros.core.frontend import Frontend
 from venus_ros.core.timeline import Kind, Timeline
-from venus_ros.core.units import InputError, UnitAssembler, UnitConfig
+from venus_ros.core.units import InputError, UnitAssembler, UnitConfig, VideoFrame
 from venus_ros.frontends import make_frontend, resolve_spec
 from venus_ros.nodes import convert
+from venus_ros.nodes.diagnostics import NodeDiagnostics
+from venus_ros.nodes.managed import ManagedNode
 from venus_ros.nodes.params import declare_config, reject_unknown_overrides
 from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
@@ -79,7 +90,19 @@ class FrontendNodeConfig:
         },
     )
     harness_timeout_s: float = field(
-        default=2.0, metadata={"help": "no harness heartbeat for this long: harness is down, s"}
+        default=2.0,
+        metadata={
+            "help": "no harness heartbeat for this long: harness is down, s",
+            "tunable": True,
+            "range": (0.1, 60.0),
+        },
+    )
+    image_transport: str = field(
+        default="raw",
+        metadata={"help": "camera frames from camera/image_raw (raw) or its /compressed topic"},
+    )
+    speech_frame_id: str = field(
+        default="speaker_link", metadata={"help": "header.frame_id of audio/out (the speaker)"}
     )
     units: UnitConfig = field(default_factory=UnitConfig)
     duplex: DuplexConfig = field(default_factory=DuplexConfig)
@@ -91,23 +114,32 @@ class FrontendNodeConfig:
             raise ValueError("harness_timeout_s must be > 0")
         if self.late_result_max_s < 0:
             raise ValueError("late_result_max_s must be >= 0")
+        if self.image_transport not in ("raw", "compressed"):
+            raise ValueError(
+                f"image_transport must be raw or compressed, not {self.image_transport!r}"
+            )
 
 
-class FrontendNode(Node):
-    """Runs the duplex loop over live topics."""
+class FrontendNode(ManagedNode):
+    """Runs the duplex loop over live topics while active.
 
-    def __init__(self) -> None:
-        super().__init__("frontend_node")
+    Args:
+        node_name: the node's name.
+        **kwargs: :class:`rclpy.node.Node` keyword arguments (``context``,
+            ``parameter_overrides``...), so several nodes can share a process.
+    """
+
+    def __init__(self, node_name: str = "frontend_node", **kwargs: object) -> None:
+        super().__init__(node_name, **kwargs)
         self.config = declare_config(self, FrontendNodeConfig)
-        reject_unknown_overrides(self)
+        reject_unknown_overrides(self, kwargs.get("parameter_overrides"))  # type: ignore[arg-type]
         cfg = self.config
         self.clock = MonotonicClock()
         self.timeline = Timeline(self.clock, window_s=cfg.timeline_window_s)
-        spec = resolve_spec(cfg.frontend)
-        self.frontend = make_frontend(spec, clock=self.clock)
-        self.loop = DuplexLoop(
-            self.frontend, self.timeline, self.clock, cfg.duplex, on_delivery=self._on_delivery
-        )
+        self.spec = resolve_spec(cfg.frontend)
+        self.frontend: Frontend | None = None
+        self.loop: DuplexLoop | None = None
+        self.units_done = 0
         self.assembler = UnitAssembler(cfg.units)
         self.dropped_messages = 0
         self.lost_samples = 0
@@ -122,6 +154,7 @@ class FrontendNode(Node):
         )
         self._wake = threading.Condition()
         self._stop = False
+        self._thread: threading.Thread | None = None
 
         group = ReentrantCallbackGroup()
         self.pub_audio = self.create_publisher(
@@ -153,9 +186,18 @@ class FrontendNode(Node):
             qos_for("audio_in"),
             callback_group=group,
         )
-        self.create_subscription(
-            Image, TOPICS["image"], self._on_image, qos_for("image"), callback_group=group
-        )
+        if cfg.image_transport == "compressed":
+            self.create_subscription(
+                CompressedImage,
+                TOPICS["image_compressed"],
+                self._on_compressed,
+                qos_for("image_compressed"),
+                callback_group=group,
+            )
+        else:
+            self.create_subscription(
+                Image, TOPICS["image"], self._on_image, qos_for("image"), callback_group=group
+            )
         self.create_subscription(
             PlaybackAckMsg, TOPICS["played"], self._on_ack, qos_for("played"), callback_group=group
         )
@@ -176,14 +218,52 @@ class FrontendNode(Node):
             callback_group=group,
         )
         self.create_timer(0.2, self._housekeeping, callback_group=group)
+        self._diagnostics = NodeDiagnostics(
+            self, "foreground loop", self._diagnose, rate_keys=("units",)
+        )
 
-        self.loop.prepare(system_prompt=cfg.system_prompt)
+    # ------------------------------------------------------------------ lifecycle
+    def setup(self) -> None:
+        """Build the frontend (its models load here) and prepare the loop."""
+        self.frontend = make_frontend(self.spec, clock=self.clock)
+        self.loop = DuplexLoop(
+            self.frontend,
+            self.timeline,
+            self.clock,
+            self.config.duplex,
+            on_delivery=self._on_delivery,
+        )
+        self.loop.prepare(system_prompt=self.config.system_prompt)
+        self.get_logger().info(
+            f"frontend {self.spec} ready; units of {self.config.units.unit_ms} ms"
+        )
+
+    def start(self) -> None:
+        """Start the foreground thread."""
+        self._stop = False
         self._thread = threading.Thread(target=self._run, name="venus-foreground", daemon=True)
         self._thread.start()
-        self.get_logger().info(f"frontend {spec} ready; units of {cfg.units.unit_ms} ms")
+
+    def stop(self) -> None:
+        """Stop the foreground thread (the frontend stays loaded)."""
+        with self._wake:
+            self._stop = True
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            self._thread = None
+        self._expected_sample = None  # the stream restarts: no gap to fill
+
+    def teardown(self) -> None:
+        """Release the frontend."""
+        if self.frontend is not None:
+            self.frontend.close()
+        self.frontend = self.loop = None
 
     # ------------------------------------------------------------------ inputs (executor)
     def _on_audio(self, msg: AudioChunk) -> None:
+        if not self.active:
+            return
         try:
             samples, rate = convert.audio_from_msg(msg)
             self._fill_gap(int(msg.first_sample), len(samples), rate)
@@ -213,25 +293,33 @@ class FrontendNode(Node):
         self._expected_sample = first + count
 
     def _on_image(self, msg: Image) -> None:
+        self._push_frame(convert.frame_from_msg, msg)
+
+    def _on_compressed(self, msg: CompressedImage) -> None:
+        self._push_frame(convert.frame_from_compressed, msg)
+
+    def _push_frame(self, decode: Callable[[Any, float, int], VideoFrame], msg: Any) -> None:
+        if not self.active:
+            return
         try:
             self._frame_seq += 1
-            self.assembler.push_frame(
-                convert.frame_from_msg(msg, self.clock.now(), self._frame_seq)
-            )
+            self.assembler.push_frame(decode(msg, self.clock.now(), self._frame_seq))
         except InputError as exc:
             self._reject(exc)
 
     def _on_ack(self, msg: PlaybackAckMsg) -> None:
-        self.loop.acknowledge(convert.ack_from_msg(msg))
+        if self.loop is not None:
+            self.loop.acknowledge(convert.ack_from_msg(msg))
 
     def _on_backend(self, msg: BackendReplyMsg) -> None:
         if not msg.text.strip():
             self._reject(InputError("backend_reply.text", "empty reply"))
             return
-        self.loop.offer_backend(BackendReply(msg.task_id, msg.text, topic=msg.topic))
+        if self.loop is not None:
+            self.loop.offer_backend(BackendReply(msg.task_id, msg.text, topic=msg.topic))
 
     def _on_task_status(self, msg: TaskStatus) -> None:
-        if msg.state == TaskStatus.CANCELLED:
+        if msg.state == TaskStatus.CANCELLED and self.loop is not None:
             self.loop.withdraw_backend(msg.task_id, msg.message or "cancelled")
 
     def _on_delivery(self, outcome: DeliveryOutcome) -> None:
@@ -271,6 +359,9 @@ class FrontendNode(Node):
 
     # ------------------------------------------------------------------ foreground thread
     def _run(self) -> None:
+        loop = self.loop
+        if loop is None:
+            return
         while True:
             with self._wake:
                 unit = self.assembler.pop_unit()
@@ -279,7 +370,8 @@ class FrontendNode(Node):
                     unit = self.assembler.pop_unit()
                 if self._stop:
                     return
-            result = self.loop.step(unit)
+            result = loop.step(unit)
+            self.units_done += 1
             stamp = self.get_clock().now().to_msg()
             self.pub_decision.publish(convert.decision_to_msg(result, unit.duration_s, stamp))
             if result.speech is not None:
@@ -290,7 +382,7 @@ class FrontendNode(Node):
                         speech.sample_rate,
                         speech.first_sample,
                         stamp,
-                        frame_id="assistant",
+                        frame_id=self.config.speech_frame_id,
                         unit_index=speech.unit_index,
                     )
                 )
@@ -361,7 +453,7 @@ class FrontendNode(Node):
             self._report(task_id, TaskStatus.FAILED, f"dropped: {reason}")
         else:  # LATE_END: nothing to say
             self._task_state(task_id, state, "late result, nothing to say", decision.query)
-        if decision.offer:
+        if decision.offer and self.loop is not None:
             self.loop.offer_backend(
                 BackendReply(task_id, text, topic=_tool_of(result.payload_json))
             )
@@ -392,7 +484,7 @@ class FrontendNode(Node):
 
     def _housekeeping(self) -> None:
         """Give up delegations the harness stopped reporting; flush timeline records."""
-        for give_up in self.delegations.expire(self._harness_up()):
+        for give_up in self.delegations.expire(self._harness_up(), self._heartbeat_at):
             self._give_up(give_up)
         self._publish_timeline()
 
@@ -409,17 +501,17 @@ class FrontendNode(Node):
             "dropped_messages": str(self.dropped_messages),
             "lost_samples": str(self.lost_samples),
             "dropped_units": str(self.assembler.dropped_units),
-            "missed_units": str(self.loop.missed_units),
+            "missed_units": str(self.loop.missed_units if self.loop is not None else 0),
             "pending_delegations": json.dumps(self.delegations.pending()),
         }
 
-    def close(self) -> None:
-        """Stop the foreground thread and release the frontend."""
-        with self._wake:
-            self._stop = True
-            self._wake.notify_all()
-        self._thread.join(timeout=5.0)
-        self.frontend.close()
+    def _diagnose(self) -> tuple[bytes, str, dict[str, str]]:
+        values = self.diagnostics() | {"frontend": str(self.spec), "units": str(self.units_done)}
+        if not self.active:
+            return DiagnosticStatus.OK, "inactive", values
+        if not self._harness_up():
+            return DiagnosticStatus.WARN, "running; the harness is not reachable", values
+        return DiagnosticStatus.OK, "running", values
 
 
 #: Delivery outcomes the harness hears about, as the task state they lead to.

@@ -68,7 +68,7 @@ class MicConfig:
         default="silence",
         metadata={"help": 'file source after its end: "silence" (keep publishing) or "stop"'},
     )
-    frame_id: str = field(default="mic", metadata={"help": "header.frame_id of the chunks"})
+    frame_id: str = field(default="mic_link", metadata={"help": "header.frame_id of the chunks"})
 
     def __post_init__(self) -> None:
         if self.source != "device" and self.file_path is None:

@@ -8,8 +8,10 @@
   a place it does not know (``"I don't know where the garage is."``) or when a newer goal
   replaces it (one goal at a time: the newer one wins), or CANCELED where it stands when the
   goal is cancelled.
-- ``robot/pose`` (``geometry_msgs/PoseStamped``, frame ``map``): the simulated pose, at
+- ``robot/pose`` (``geometry_msgs/PoseStamped``, frame ``map_frame``): the simulated pose, at
   ``rate_hz``.
+- TF per REP-105 (``publish_tf``): ``map`` → ``odom`` (identity: the simulation never drifts)
+  latched on ``/tf_static``, and ``odom`` → ``base_link`` (the pose) on ``/tf`` at ``rate_hz``.
 
 Every goal, cancel and outcome is also logged on one line. Motion runs on a thread per goal;
 the executor's callbacks never wait.
@@ -24,15 +26,19 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
+from tf2_msgs.msg import TFMessage
 
 from venus_interfaces.action import GoTo
+from venus_ros.nodes.frames import transform
 from venus_ros.nodes.params import declare_config, reject_unknown_overrides
+from venus_ros.nodes.qos import qos_for, topic
 from venus_ros.nodes.runtime import run_node
 
 #: The places the robot knows by default: ``"name=x,y"`` in metres on the map.
@@ -85,6 +91,12 @@ class SimRobotConfig:
     start: str = field(default="living room", metadata={"help": "where the robot starts"})
     speed_mps: float = field(default=0.8, metadata={"help": "driving speed, m/s"})
     rate_hz: float = field(default=5.0, metadata={"help": "feedback and pose rate, Hz"})
+    publish_tf: bool = field(
+        default=True, metadata={"help": "publish map -> odom -> base_link (REP-105)"}
+    )
+    map_frame: str = field(default="map", metadata={"help": "the fixed world frame"})
+    odom_frame: str = field(default="odom", metadata={"help": "the odometry frame"})
+    base_frame: str = field(default="base_link", metadata={"help": "the robot's body frame"})
 
     def __post_init__(self) -> None:
         known = parse_places(self.places)
@@ -94,15 +106,23 @@ class SimRobotConfig:
             raise ValueError(f"speed_mps must be in 0.01..20, got {self.speed_mps}")
         if not 0.5 <= self.rate_hz <= 100.0:
             raise ValueError(f"rate_hz must be in 0.5..100, got {self.rate_hz}")
+        frames = (self.map_frame, self.odom_frame, self.base_frame)
+        if not all(frames) or len(set(frames)) != 3:
+            raise ValueError(f"map, odom and base frames must be distinct names, got {frames}")
 
 
 class SimRobot(Node):
-    """The go_to action server over a simulated pose."""
+    """The go_to action server over a simulated pose.
 
-    def __init__(self) -> None:
-        super().__init__("sim_robot_node")
+    Args:
+        node_name: the node's name.
+        **kwargs: :class:`rclpy.node.Node` keyword arguments.
+    """
+
+    def __init__(self, node_name: str = "sim_robot_node", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
         self.config = declare_config(self, SimRobotConfig)
-        reject_unknown_overrides(self)
+        reject_unknown_overrides(self, kwargs.get("parameter_overrides"))
         self.places = parse_places(self.config.places)
         self._lock = threading.Lock()
         self.x, self.y = self.places[normalise_place(self.config.start)]
@@ -111,6 +131,15 @@ class SimRobot(Node):
         self._outcomes: dict[bytes, tuple[str, GoTo.Result]] = {}
         group = ReentrantCallbackGroup()
         self.pub_pose = self.create_publisher(PoseStamped, "robot/pose", 10)
+        self.pub_tf = None
+        if self.config.publish_tf:
+            self.pub_tf = self.create_publisher(TFMessage, topic("tf"), qos_for("tf"))
+            self._pub_static = self.create_publisher(
+                TFMessage, topic("tf_static"), qos_for("tf_static")
+            )
+            identity = transform(self.config.map_frame, self.config.odom_frame)
+            identity.header.stamp = self.get_clock().now().to_msg()
+            self._pub_static.publish(TFMessage(transforms=[identity]))
         self.create_timer(1.0 / self.config.rate_hz, self._publish_pose, callback_group=group)
         self._server = ActionServer(
             self,
@@ -210,12 +239,21 @@ class SimRobot(Node):
             x, y, heading = self.x, self.y, self.heading
         msg = PoseStamped()
         msg.header.stamp = self.get_clock().now().to_msg()
-        msg.header.frame_id = "map"
+        msg.header.frame_id = self.config.map_frame
         msg.pose.position.x = x
         msg.pose.position.y = y
         msg.pose.orientation.z = math.sin(heading / 2.0)
         msg.pose.orientation.w = math.cos(heading / 2.0)
         self.pub_pose.publish(msg)
+        if self.pub_tf is not None:
+            odom = transform(
+                self.config.odom_frame,
+                self.config.base_frame,
+                (x, y, 0.0),
+                (0.0, 0.0, heading),
+                msg.header.stamp,
+            )
+            self.pub_tf.publish(TFMessage(transforms=[odom]))
 
 
 def main(argv: list[str] | None = None) -> int:
