@@ -49,7 +49,7 @@ def test_long_work_stays_awaited_while_the_harness_reports_it(clock: FakeClock) 
     for _ in range(60 * 10):  # ten minutes of heartbeats, one a second
         clock.advance(1.0)
         assert book.heard("t")
-        assert book.expire(harness_up=True) == []
+        assert book.expire(harness_up=True, harness_heard_at=clock.now()) == []
     decision = book.result("t", "COMPLETED", has_reply=True)
     assert decision.verdict is Verdict.OFFER and decision.offer
     assert book.pending() == []
@@ -60,12 +60,22 @@ def test_a_silent_task_is_given_up_and_its_goal_cancelled(clock: FakeClock) -> N
     book.send("t", "q")
     book.accepted("t", handle="goal-handle")
     clock.advance(4.9)
-    assert book.expire(harness_up=True) == []
+    assert book.expire(harness_up=True, harness_heard_at=clock.now()) == []
     clock.advance(0.2)
-    (give_up,) = book.expire(harness_up=True)
+    (give_up,) = book.expire(harness_up=True, harness_heard_at=clock.now())
     assert give_up.cancel and give_up.delegation.handle == "goal-handle"
     assert give_up.reason.startswith(NO_WORD)
     assert book.pending() == [] and not book.heard("t")
+
+
+def test_a_harness_silent_as_a_whole_is_not_a_task_timeout(clock: FakeClock) -> None:
+    book = tracker(clock)
+    book.send("t", "q")
+    book.accepted("t", handle="h")
+    last_beat = clock.now()  # the harness froze: its heartbeat and the task's stop together
+    clock.advance(6.0)
+    assert book.expire(harness_up=True, harness_heard_at=last_beat) == []
+    assert book.pending() == ["t"]  # the harness-down rule decides, not the task timeout
 
 
 def test_a_dead_harness_gives_up_everything_without_cancelling(clock: FakeClock) -> None:
@@ -114,7 +124,7 @@ def test_an_accept_after_the_give_up_asks_for_a_cancel(clock: FakeClock) -> None
     book = tracker(clock)
     book.send("t", "q")
     clock.advance(6.0)  # never accepted within the liveness window
-    (give_up,) = book.expire(harness_up=True)
+    (give_up,) = book.expire(harness_up=True, harness_heard_at=clock.now())
     assert give_up.delegation.handle is None  # nothing to cancel yet
     assert not book.accepted("t", handle="late-handle")  # the caller cancels it now
 

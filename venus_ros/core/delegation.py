@@ -10,9 +10,11 @@ injected session clock:
   config and is enforced by the harness, which ends the task FAILED ("timeout: ...") and sends
   that result.
 - **Silence is a timeout.** With the harness up, a delegation not heard of for ``liveness_s``
-  (a goal never accepted, or a task whose heartbeat stopped) is given up and its goal is
-  cancelled (:attr:`GiveUp.cancel`): the harness stops the task instead of finishing it for
-  nobody.
+  while the harness itself kept talking (its heartbeat came more than ``liveness_s`` after
+  the task's last word: a goal never accepted, or a task whose own heartbeat stopped) is given
+  up and its goal is cancelled (:attr:`GiveUp.cancel`): the harness stops the task instead of
+  finishing it for nobody. A harness that is silent as a whole (busy, frozen, dying) is not
+  a task timeout: that is the next rule's business.
 - **A dead harness** (its heartbeat topic silent) gives every pending delegation up at once,
   ``harness_unavailable``; nothing is cancelled (there is no one to tell).
 - **Late results.** A result that arrives after its delegation was given up is not lost: if it
@@ -213,15 +215,23 @@ class DelegationTracker:
         with self._lock:
             return self._close(task_id, gave_up=False)
 
-    def expire(self, harness_up: bool) -> list[GiveUp]:
-        """Give up the delegations the rules say to (call periodically)."""
+    def expire(self, harness_up: bool, harness_heard_at: float | None = None) -> list[GiveUp]:
+        """Give up the delegations the rules say to (call periodically).
+
+        Args:
+            harness_up: the harness's heartbeat is fresh.
+            harness_heard_at: session time of its latest heartbeat (None: unknown, then the
+                task's own silence decides alone).
+        """
         now = self._clock.now()
         out: list[GiveUp] = []
         with self._lock:
             for task_id, d in list(self._pending.items()):
                 if not harness_up:
                     out.append(GiveUp(d, HARNESS_UNAVAILABLE, cancel=False))
-                elif now - d.heard_at > self.liveness_s:
+                elif now - d.heard_at > self.liveness_s and (
+                    harness_heard_at is None or harness_heard_at - d.heard_at > self.liveness_s
+                ):
                     reason = f"{NO_WORD} for {now - d.heard_at:.1f} s"
                     out.append(GiveUp(d, reason, cancel=True))
                 else:
