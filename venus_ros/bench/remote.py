@@ -1,7 +1,8 @@
 """``venus-ros bench serve``: what one ``venus-ros serve`` process holds, on loopback.
 
 For each session count N, a fresh server process (``python -m venus_ros.serve``, the frontend
-given by ``--frontend``, N session slots) is started, and N robots (threads of this process,
+given by ``--frontend``, N session slots, its N frontends built before measuring) is started, and
+N robots (threads of this process,
 each the real duplex loop around ``frontends/remote``) stream the bundled sample speech to it at
 real-time pace (one unit per second). Printed per N: the per-unit round trip (unit sent →
 complete answer back) p50/p99, the foreground's wait per unit p50/p99, dropped units (answered
@@ -122,7 +123,7 @@ def _start_server(spec: str, sessions: int) -> tuple[subprocess.Popen[str], str]
         cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
     )
     assert proc.stdout is not None
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 600  # with reuse, every frontend is built first
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if line.startswith("serving "):
