@@ -11,6 +11,7 @@ Each test runs its nodes in the probe's namespace and waits on conditions with d
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -20,6 +21,7 @@ from typing import Any
 import cv2
 import numpy as np
 import rclpy
+import yaml
 from audio_common_msgs.msg import AudioStamped
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import Transition
@@ -39,6 +41,7 @@ from venus_ros.nodes.camera import CameraNode
 from venus_ros.nodes.convert import audio_to_msg, frame_to_msg
 from venus_ros.nodes.qos import INTEROP_QOS, SENSOR_AUDIO, SENSOR_IMAGE, TOPICS, reliable, topic
 
+ROOT = Path(__file__).resolve().parents[1]
 START_S = 30.0
 SCRIPT = "replies:\n  - at_unit: 1000\n    text: never\n"
 
@@ -349,3 +352,16 @@ def test_static_frames_and_the_simulated_robot_in_tf(probe: Probe, tmp_path: Pat
     assert static[odom].header.frame_id == world  # map -> odom (REP-105)
     assert moving[base].header.frame_id == odom
     assert frames.proc.poll() is None, frames.log()
+
+
+def test_every_node_status_has_an_aggregator_analyzer() -> None:
+    analyzers = yaml.safe_load((ROOT / "config" / "diagnostics_analyzers.yaml").read_text())
+    groups = analyzers["analyzers"]["ros__parameters"]
+    patterns = [p for g in groups.values() if isinstance(g, dict) for p in g["contains"]]
+    tasks = set()
+    for path in (ROOT / "venus_ros" / "nodes").glob("*.py"):
+        tasks |= set(re.findall(r'NodeDiagnostics\(\s*self,\s*"([^"]+)"', path.read_text()))
+    assert {"microphone", "camera", "speaker", "foreground loop"} <= tasks
+    for task in tasks:
+        name = f"some_node: {task}"
+        assert any(p in name for p in patterns), f"no analyzer for {name!r}"

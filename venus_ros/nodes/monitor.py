@@ -30,6 +30,7 @@ from venus_interfaces.msg import TaskStatus, TimelineEvent
 from venus_ros.core.monitor import FloorState, Level, SessionMonitor
 from venus_ros.core.units import InputError
 from venus_ros.nodes.convert import record_payload
+from venus_ros.nodes.diagnostics import default_hardware_id
 from venus_ros.nodes.params import declare_config, reject_unknown_overrides
 from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
@@ -66,7 +67,8 @@ class MonitorConfig:
         default=2.0, metadata={"help": "rate of markers and diagnostics, 0 < publish_hz <= 50"}
     )
     hardware_id: str = field(
-        default="venus_ros", metadata={"help": "hardware_id of the diagnostic statuses"}
+        default="",
+        metadata={"help": "hardware_id of the diagnostic statuses; '' = host name + namespace"},
     )
 
     def __post_init__(self) -> None:
@@ -174,7 +176,8 @@ class MonitorNode(Node):
 
     def _publish(self) -> None:
         stamp = self.get_clock().now().to_msg()
-        self._diagnostics.publish(diagnostic_array(self.monitor, self.config.hardware_id, stamp))
+        hardware_id = self.config.hardware_id or default_hardware_id(self)
+        self._diagnostics.publish(diagnostic_array(self.monitor, hardware_id, stamp))
         panel = (self.monitor.panel_text(), self.monitor.floor, self.monitor.level())
         if panel != self._last_panel:
             self._markers.publish(panel_markers(*panel, self.config))
