@@ -40,6 +40,8 @@ class FakeOptions:
     refuse_code: str = ""
     error_every: int = 0
     garbage: bool = False
+    require_ref_audio: bool = False
+    ref_audio: list[str] = field(default_factory=list)
     sessions: int = 0
     texts: list[str] = field(default_factory=list)
     appends: int = 0
@@ -108,6 +110,13 @@ class _Session:
             )
             return
         session = first.get("session", {}) if first.get("type") == "session.update" else {}
+        if session.get("ref_audio"):
+            self.options.ref_audio.append(session["ref_audio"])
+        elif self.options.require_ref_audio:  # the MiniCPM-o preset's rule
+            await self.error(
+                "ref_audio_required", "MiniCPM-o needs ref_audio", first.get("event_id")
+            )
+            return
         self.options.sessions += 1
         self.frontend.prepare(system_prompt=session.get("instructions") or "")
         info = {

@@ -98,3 +98,27 @@ def test_hostile_vllm_events_are_counted_and_ignored(tmp_path) -> None:
     run, _, link = _session(path, FakeOptions(garbage=True))
     assert link.bad_events == 6 * len(PATTERN) and link.connects == 1
     assert run.decisions == local.decisions and run.delegates == local.delegates
+
+
+def test_ref_audio_opens_a_session_that_requires_a_voice(tmp_path) -> None:
+    import base64
+    import io
+
+    import numpy as np
+    import soundfile
+
+    path = write_script(tmp_path)
+    voice = tmp_path / "voice.wav"
+    soundfile.write(voice, 0.1 * np.sin(np.arange(8000) / 5), 16000)
+    options = FakeOptions(require_ref_audio=True)
+    with FakeServer(vllm_handler(scripted_factory(path), options)) as server:
+        frontend = remote(server.url, f",ref_audio={voice}")
+        try:
+            run = drive(frontend, units("sss..."))
+        finally:
+            frontend.close()
+    assert frontend.stats.answered == 6 and run.decisions[3][0] == "speak"
+    prefix, _, data = options.ref_audio[0].partition(",")
+    assert prefix == "data:audio/wav;base64"
+    audio, rate = soundfile.read(io.BytesIO(base64.b64decode(data)))
+    assert rate == 16000 and audio.size == 8000

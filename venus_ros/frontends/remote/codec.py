@@ -108,3 +108,16 @@ def decode_jpeg(value: object, what: str = "video_frames") -> npt.NDArray[np.uin
     if image is None:
         raise WireError(f"{what}: not a decodable image")
     return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+
+
+def wav_base64(audio: np.ndarray, rate: int = 16000) -> str:
+    """Base64 of a 16-bit mono WAV file holding ``audio`` (a reference voice clip)."""
+    import io
+
+    import soundfile
+
+    buffer = io.BytesIO()
+    soundfile.write(
+        buffer, np.asarray(audio, dtype=np.float32), rate, format="WAV", subtype="PCM_16"
+    )
+    return base64.b64encode(buffer.getvalue()).decode("ascii")

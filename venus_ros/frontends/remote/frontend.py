@@ -18,17 +18,20 @@ at a listening boundary once the server is reachable again).
 
 from __future__ import annotations
 
+import base64
 import logging
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from venus_ros.core.clock import Clock
 from venus_ros.core.frontend import Decision, Frontend, FrontendError, UnitOutput
 from venus_ros.core.units import InputUnit, resample
+from venus_ros.frontends.remote.codec import wav_base64
 from venus_ros.frontends.remote.link import MAX_SAMPLES, Answer, Link
 from venus_ros.frontends.remote.options import RemoteOptions, parse_options
 
@@ -59,17 +62,17 @@ class RemoteStats:
     wait_s: deque[float] = field(default_factory=lambda: deque(maxlen=MAX_SAMPLES))
 
 
-def make_link(options: RemoteOptions, system_prompt: str = "") -> Link:
-    """The link for ``options.protocol``."""
+def make_link(options: RemoteOptions, system_prompt: str = "", ref_audio: str = "") -> Link:
+    """The link for ``options.protocol`` (``ref_audio``: base64 of a WAV voice clip)."""
     if options.protocol == "vllm":
         from venus_ros.frontends.remote.vllm_omni import VllmOmniLink
 
-        return VllmOmniLink(options, system_prompt)
+        return VllmOmniLink(options, system_prompt, ref_audio)
     try:
         from venus_ros.frontends.remote.minicpmo import MiniCPMoLink
     except ImportError as exc:  # pragma: no cover - the SDK is an install requirement
         raise FrontendError("remote frontend: pip install openbmb-realtime") from exc
-    return MiniCPMoLink(options, system_prompt)
+    return MiniCPMoLink(options, system_prompt, ref_audio)
 
 
 class RemoteFrontend(Frontend):
@@ -100,13 +103,29 @@ class RemoteFrontend(Frontend):
 
     # ------------------------------------------------------------------ contract
     def prepare(self, system_prompt: str = "", ref_audio: np.ndarray | None = None) -> None:
-        """Open a session with the server (waits up to ``connect_timeout_s``)."""
+        """Open a session with the server (waits up to ``connect_timeout_s``).
+
+        Args:
+            system_prompt: sent to the model when the session opens.
+            ref_audio: the assistant's voice, mono 16 kHz (else the ``ref_audio`` option's file).
+
+        Raises:
+            FrontendError: the ``ref_audio`` file cannot be read.
+        """
         self.close()
         self._system_prompt = system_prompt
+        voice = ""
+        if ref_audio is not None and np.asarray(ref_audio).size:
+            voice = wav_base64(ref_audio)
+        elif self.options.ref_audio:
+            try:
+                voice = base64.b64encode(Path(self.options.ref_audio).read_bytes()).decode()
+            except OSError as exc:
+                raise FrontendError(f"remote frontend: cannot read ref_audio: {exc}") from exc
         self._speaking = False
         self._carry = []
         self._fallback_active = False
-        self.link = make_link(self.options, system_prompt)
+        self.link = make_link(self.options, system_prompt, voice)
         self.link.start()
         if not self.link.wait_connected(self.options.connect_timeout_s) and self.options.fallback:
             self._build_fallback(wait=True)

@@ -96,14 +96,18 @@ class Link(abc.ABC):
     Args:
         options: the frontend's options.
         system_prompt: sent when a session opens.
+        ref_audio: base64 of a WAV file with the assistant's voice, sent when a session opens.
     """
 
     #: Whether the server can take injected text (``<backend>`` replies); set by subclasses.
     can_inject = False
 
-    def __init__(self, options: RemoteOptions, system_prompt: str = "") -> None:
+    def __init__(
+        self, options: RemoteOptions, system_prompt: str = "", ref_audio: str = ""
+    ) -> None:
         self.options = options
         self.system_prompt = system_prompt
+        self.ref_audio = ref_audio
         self.stats = LinkStats()
         self.generation = 0
         self.last_error = ""

@@ -130,7 +130,9 @@ class MiniCPMoLink(Link):
         connector = client.video if self.options.video else client.audio
         try:
             self._session = await connector.connect(
-                model=self.options.model, system_prompt=self.system_prompt or None
+                model=self.options.model,
+                system_prompt=self.system_prompt or None,
+                reference_audio_base64=self.ref_audio or None,
             )
         except RealtimeError as exc:
             cause = f" ({type(exc.cause).__name__}: {exc.cause})" if exc.cause else ""

@@ -40,6 +40,8 @@ class RemoteOptions:
         venus: use ``venus-ros serve``'s extension events when the server offers them
             (``auto``) or never (``off``: behave like a plain SDK client).
         ca: a CA bundle (PEM) to verify a ``wss://`` server with a private certificate.
+        ref_audio: a WAV file with the assistant's voice, sent when a session opens (vLLM-omni's
+            MiniCPM-o preset refuses a session without one: ``ref_audio_required``).
     """
 
     url: str
@@ -59,6 +61,7 @@ class RemoteOptions:
     rate: int = 24000
     venus: str = "auto"
     ca: str = ""
+    ref_audio: str = ""
 
     def __post_init__(self) -> None:
         scheme = urlsplit(self.url).scheme

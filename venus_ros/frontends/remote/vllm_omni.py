@@ -94,6 +94,8 @@ class VllmOmniLink(Link):
         }
         if self.system_prompt:
             session["instructions"] = self.system_prompt
+        if self.ref_audio:
+            session["ref_audio"] = f"data:audio/wav;base64,{self.ref_audio}"
         await self._ws.send(json.dumps({"type": "session.update", "session": session}))
         while True:
             event = self._parse(await self._ws.recv())
