@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERED_PACKAGES = ("core", "harness", "audio", "memory", "eval")
+LAYERED_PACKAGES = ("core", "harness", "audio", "memory", "eval", "text")
 FORBIDDEN = (
     "rclpy",
     "torch",
