@@ -24,7 +24,7 @@ from venus_ros.core.clock import FakeClock
 from venus_ros.core.duplex import BackendReply, DuplexLoop
 from venus_ros.core.frontend import Decision, Frontend, UnitOutput
 from venus_ros.core.protocol import SpanParser, VisibleText
-from venus_ros.core.timeline import Timeline, TimelineView
+from venus_ros.core.timeline import Kind, Timeline, TimelineView
 from venus_ros.core.units import InputUnit, UnitAssembler
 from venus_ros.harness.journal import Journal, format_journal
 from venus_ros.harness.polish import reply_text
@@ -206,3 +206,24 @@ def test_tool_and_llm_text_is_escaped_and_scrubbed_everywhere(
     everything += format_journal(journal.path, verbose=True) + repr(journal.get(done.id))
     journal.close()
     assert KEY not in everything
+
+
+class _Leaky(Frontend):
+    """A remote-style frontend whose error quotes its credentials."""
+
+    output_sample_rate = 24000
+
+    def prefill(self, unit: InputUnit) -> None:
+        pass
+
+    def generate(self) -> UnitOutput:
+        raise ConnectionError(f"401 from wss://model.example (token {KEY}, Bearer {KEY})")
+
+
+def test_a_frontend_error_on_the_timeline_holds_no_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    clock = FakeClock()
+    timeline = Timeline(clock)
+    DuplexLoop(_Leaky(), timeline, clock).step(InputUnit(0, 0, np.zeros(16000, np.float32)))
+    (record,) = timeline.snapshot().of_kind(Kind.FRONTEND_ERROR)
+    assert KEY not in json.dumps(record.payload) and "ConnectionError" in record.payload["error"]

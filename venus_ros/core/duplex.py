@@ -50,8 +50,10 @@ from venus_ros.core.protocol import (
     SpanOpened,
     SpanParser,
     VisibleText,
+    clean_text,
     escape_tags,
 )
+from venus_ros.core.secrets import scrub
 from venus_ros.core.timeline import Kind, Timeline
 from venus_ros.core.units import InputUnit
 
@@ -308,7 +310,11 @@ class DuplexLoop:
             frontend_wall = time.perf_counter() - w0
             self.timeline.append(
                 Kind.FRONTEND_ERROR,
-                {"unit": unit.index, "error": type(exc).__name__, "message": str(exc)[:500]},
+                {
+                    "unit": unit.index,
+                    "error": type(exc).__name__,
+                    "message": scrub(clean_text(str(exc)))[:500],  # a remote's error may hold a key
+                },
             )
             out = UnitOutput(Decision.LISTEN, end_of_turn=self.state is FloorState.SPEAKING)
         compute = max(self.clock.now() - t0, 0.0)
