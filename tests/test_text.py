@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import ast
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from venus_ros.harness.planner import planner_router
 from venus_ros.harness.tools import ToolRegistry, builtin_tools, route
-from venus_ros.text.numbers import duration_s, numbers, quantities, say_duration, to_digits
+from venus_ros.text.numbers import (
+    duration_s,
+    numbers,
+    quantities,
+    say_duration,
+    seconds_until,
+    time_of_day,
+    to_digits,
+)
 from venus_ros.text.places import zone_in
 from venus_ros.text.repair import clean_disfluencies, is_filler_only, segments
 from venus_ros.text.speech import shorten, to_speech
@@ -101,3 +110,33 @@ def test_the_evaluation_imports_none_of_the_toolkit() -> None:
         names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         assert not [n for n in names if n.startswith("venus_ros.text")], path
+
+
+@pytest.mark.parametrize(
+    ("text", "clock"),
+    [
+        ("remind me at five pm", (17, 0)),
+        ("wake me up at half past six", (6, 30)),
+        ("set an alarm for quarter to eight", (7, 45)),
+        ("at seven thirty in the evening", (19, 30)),
+        ("at 17:45", (17, 45)),
+        ("at ten past nine", (9, 10)),
+        ("at noon", (12, 0)),
+        ("at 5, no, at 6 pm", (18, 0)),
+        ("a timer for 5", None),  # "for" + a bare number is a duration, not a time
+        ("look at the 5 minute timer", None),
+    ],
+)
+def test_clock_times(text: str, clock: tuple[int, int] | None) -> None:
+    assert time_of_day(text) == clock
+
+
+def test_a_clock_time_becomes_the_seconds_until_its_next_occurrence() -> None:
+    now = datetime(2026, 12, 1, 16, 0)
+    assert seconds_until(17, 0, now) == 3600
+    assert seconds_until(5, 0, now) == 3600  # "at 5" with no am/pm: the nearer one, 17:00
+    assert seconds_until(15, 0, now) == 23 * 3600  # passed today: tomorrow
+    picked = route("remind me at five pm")
+    assert picked is not None and picked[0] == "timer"
+    expected = seconds_until(17, 0, datetime.now())
+    assert abs(picked[1]["seconds"] - max(1, round(expected))) <= 2

@@ -31,6 +31,7 @@ import asyncio
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ from venus_ros.harness.tools import (
     ToolResult,
     _arithmetic,
 )
-from venus_ros.text.numbers import duration_s, quantities, to_digits
+from venus_ros.text.numbers import duration_s, quantities, seconds_until, time_of_day, to_digits
 from venus_ros.text.places import zone_in
 from venus_ros.text.repair import ARITHMETIC_NOISE, bare, segments, split_requests
 
@@ -288,6 +289,9 @@ def _value_for(name: str, spec: Mapping[str, Any], segs: Sequence[str], required
     if kind in ("number", "integer"):
         if re.search(r"second|duration|seconds", words):
             seconds = duration_s(segs)
+            at = time_of_day(" ".join(segs)) if seconds is None else None
+            if at is not None:  # "remind me at 5 pm": the seconds until then
+                seconds = float(max(1, round(seconds_until(*at, datetime.now()))))
             if seconds is None:
                 return None
             return int(seconds) if kind == "integer" or float(seconds).is_integer() else seconds

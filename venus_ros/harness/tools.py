@@ -28,7 +28,9 @@ from jsonschema.exceptions import best_match
 from venus_ros.core.timeline import Kind, TimelineView
 from venus_ros.text.numbers import (
     duration_s,
+    seconds_until,
     spoken_duration as spoken_duration,  # re-exported
+    time_of_day,
     to_digits,
 )
 from venus_ros.text.places import zone_in
@@ -505,7 +507,8 @@ def route(query: str) -> tuple[str, dict[str, Any]] | None:
     The last resort when no planner can plan (the local planner plans when no cloud planner is
     configured; the cloud planner when one is): "cancel the (pasta | 5 minute) timer" goes to
     ``cancel_timer``, "what timers are set" to ``list_timers``, "set a timer for twenty five
-    minutes" to ``timer`` (durations read by :mod:`venus_ros.text.numbers`); an arithmetic
+    minutes" or "remind me at 5 pm" to ``timer`` (durations and clock times read by
+    :mod:`venus_ros.text.numbers`; a clock time becomes the seconds until it); an arithmetic
     expression ("what is 12 times 7", "compute (3+4)*2") goes to ``calculator`` with the
     expression normalised ("times" -> ``*``, "plus" -> ``+``, "minus" -> ``-``, "divided by"
     -> ``/``); the words time/date/clock go to ``clock`` (with the zone of a place named:
@@ -523,6 +526,8 @@ def route(query: str) -> tuple[str, dict[str, Any]] | None:
             return "cancel_timer", args
         if seconds is None and _LIST_WORDS.search(lowered):
             return "list_timers", {}
+        if seconds is None and (at := time_of_day(query)) is not None:  # "remind me at 5 pm"
+            seconds = float(max(1, round(seconds_until(*at, datetime.now()))))
         if seconds is not None:
             return "timer", {"seconds": seconds}
     expression = _arithmetic(to_digits(query))
@@ -536,7 +541,7 @@ def route(query: str) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-_TIMER_WORDS = re.compile(r"\b(?:timers?|remind(?:ers?)?|alarms?|countdown)\b")
+_TIMER_WORDS = re.compile(r"\b(?:timers?|remind(?:ers?)?|alarms?|countdown|wake\s+me)\b")
 _CANCEL_WORDS = re.compile(r"\b(?:cancel|stop|delete|remove|clear|turn off|switch off)\b")
 _LIST_WORDS = re.compile(r"\b(?:what|which|list|any|how (?:long|much time)|left|running)\b")
 _LABEL = re.compile(r"\bthe ([a-z]+) (?:timer|reminder|alarm)\b")

@@ -7,7 +7,8 @@ and ordinals ("twenty-first" -> ``21st``). On top of that, one small grammar rea
 and durations, with the fractions people say: "half an hour", "a minute and a half", "an hour
 and a quarter", "quarter of an hour", "three quarters of an hour", "one and a half hours",
 "an hour and 20 minutes". "second" stays the unit ("a ten second timer"), except after
-"the" ("the second timer" is the ordinal).
+"the" ("the second timer" is the ordinal). Clock times after "at" ("at 5 pm", "at half past
+six", "at quarter to eight", "at noon") are read by :func:`time_of_day`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from text_to_num import alpha2digit
 
@@ -206,3 +208,78 @@ def say_duration(seconds: float) -> str:
         if count:
             parts.append(f"{count} {unit}" + ("s" if count != 1 else ""))
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+_CLOCK_TIME = re.compile(
+    r"\b(?P<prep>at|for)\s+(?:"
+    r"(?P<word>noon|midday|midnight)"
+    r"|(?P<rel>half|(?:a\s+)?quarter|\d{1,2})\s+(?:minutes?\s+)?(?P<dir>past|after|to|before)\s+"
+    r"(?P<rh>\d{1,2})"
+    r"|(?P<h>\d{1,2})(?:[:.\s](?P<m>\d{2}))?(?:\s*(?:o'?clock))?"
+    r")(?:\s*(?P<ampm>a\.?m\.?|p\.?m\.?)|\s+(?:in\s+the\s+)?(?P<part>morning|afternoon|evening|"
+    r"tonight|night))?\b",
+    re.IGNORECASE,
+)
+
+
+def time_of_day(text: str) -> tuple[int, int] | None:
+    """The clock time said after "at" ("at 5 pm", "at half past six", "at quarter to eight",
+    "at 7:30", "at seven thirty in the evening", "at noon"), or after "for" when it cannot be
+    a duration ("for quarter to eight", "for 6 pm"), as (hour 0-23, minute), or None.
+
+    Without am/pm or a part of the day, an hour 1-12 is read as given (the caller picks the
+    next occurrence, see :func:`seconds_until`)."""
+    found = [m for m in _CLOCK_TIME.finditer(to_digits(text)) if _is_clock_time(m)]
+    if not found:
+        return None
+    groups = found[-1].groupdict()  # the last time said wins ("at 5, no, at 6")
+    if groups["word"]:
+        return (0, 0) if groups["word"].lower() == "midnight" else (12, 0)
+    if groups["rel"]:
+        rel = groups["rel"].lower()
+        minutes = 30 if rel == "half" else 15 if "quarter" in rel else int(rel)
+        hour = int(groups["rh"])
+        if groups["dir"].lower() in ("to", "before"):
+            hour, minute = hour - 1, 60 - minutes
+        else:
+            minute = minutes
+    else:
+        hour, minute = int(groups["h"]), int(groups["m"] or 0)
+    ampm = (groups["ampm"] or "").lower().replace(".", "")
+    part = (groups["part"] or "").lower()
+    if (ampm == "pm" or part in ("afternoon", "evening", "tonight", "night")) and hour < 12:
+        hour += 12
+    elif ampm == "am" and hour == 12:
+        hour = 0
+    hour %= 24
+    if not (0 <= hour < 24 and 0 <= minute < 60):
+        return None
+    return hour, minute
+
+
+def _is_clock_time(match: re.Match[str]) -> bool:
+    """After "for", only an unmistakable clock time counts ("for 7:30", "for quarter to
+    eight", "for 6 pm"): "a timer for 5" is a duration with its unit left out."""
+    if match.group("prep").lower() == "at":
+        return True
+    g = match.groupdict()
+    return bool(
+        g["word"] or g["rel"] or (g["m"] and ":" in match.group()) or g["ampm"] or g["part"]
+    )
+
+
+def seconds_until(hour: int, minute: int, now: datetime) -> float:
+    """Seconds from ``now`` to the next ``hour:minute`` (a 12-hour reading of an hour 1-12
+    without am/pm takes whichever of the two comes first)."""
+    candidates = [(hour, minute)]
+    if 1 <= hour <= 12:
+        candidates.append(((hour + 12) % 24, minute))
+    best = None
+    for h, m in candidates:
+        target = now.replace(hour=h, minute=m, second=0, microsecond=0)
+        if target <= now:
+            target += timedelta(days=1)
+        wait = (target - now).total_seconds()
+        best = wait if best is None else min(best, wait)
+    assert best is not None
+    return best
