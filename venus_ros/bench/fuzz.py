@@ -535,14 +535,14 @@ class ToolFuzzRig:
 
 
 @contextmanager
-def tool_fuzz_rig() -> Iterator[ToolFuzzRig]:
-    """A :class:`ToolFuzzRig` with the secret in the environment, cleaned up afterwards."""
+def _secret_rig(make: Callable[[Path], Any]) -> Iterator[Any]:
+    """``make(folder)`` with :data:`SECRET` in the environment; closed and restored after."""
     import os
 
     old = os.environ.get(SECRET_ENV)
     os.environ[SECRET_ENV] = SECRET
     with tempfile.TemporaryDirectory(prefix="venus_fuzz_") as folder:
-        rig = ToolFuzzRig(Path(folder))
+        rig = make(Path(folder))
         try:
             yield rig
         finally:
@@ -551,6 +551,11 @@ def tool_fuzz_rig() -> Iterator[ToolFuzzRig]:
                 os.environ.pop(SECRET_ENV, None)
             else:
                 os.environ[SECRET_ENV] = old
+
+
+def tool_fuzz_rig() -> Any:
+    """A :class:`ToolFuzzRig` with the secret in the environment (a context manager)."""
+    return _secret_rig(ToolFuzzRig)
 
 
 class _Capture(logging.Handler):
@@ -796,23 +801,9 @@ class LlmFuzzRig(ToolFuzzRig):
         self.endpoint.close()
 
 
-@contextmanager
-def llm_fuzz_rig() -> Iterator[LlmFuzzRig]:
-    """A :class:`LlmFuzzRig` with the key in the environment, cleaned up afterwards."""
-    import os
-
-    old = os.environ.get(SECRET_ENV)
-    os.environ[SECRET_ENV] = SECRET
-    with tempfile.TemporaryDirectory(prefix="venus_fuzz_") as folder:
-        rig = LlmFuzzRig(Path(folder))
-        try:
-            yield rig
-        finally:
-            rig.close()
-            if old is None:
-                os.environ.pop(SECRET_ENV, None)
-            else:
-                os.environ[SECRET_ENV] = old
+def llm_fuzz_rig() -> Any:
+    """A :class:`LlmFuzzRig` with the key in the environment (a context manager)."""
+    return _secret_rig(LlmFuzzRig)
 
 
 # --- the campaign -----------------------------------------------------------------------------
