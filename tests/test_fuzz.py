@@ -1,7 +1,7 @@
 """Property-based fuzzing (hypothesis), bounded for CI: the checks of venus_ros.bench.fuzz.
 
 The same properties run for longer in ``venus-ros bench fuzz --minutes N``. Here each entry
-gets a fixed example budget (no deadline), about 40 s in all on two cores:
+gets a fixed example budget (no deadline), about 30 s in all on two cores:
 
 - private span text is never spoken (parser; foreground loop with turn ends mid-span, frontend
   exceptions and resets), neither to the speaker nor in the timeline's assistant text;
@@ -28,10 +28,10 @@ from venus_ros.bench import fuzz
 from venus_ros.bench.fuzz import PRIVATE, SECRET, VISIBLE, ToolBehaviour
 
 FAST = settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
 )
 SLOW = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
 )
 
 # --- private text -------------------------------------------------------------------------
@@ -88,7 +88,7 @@ def plans(draw: st.DrawFn) -> list[fuzz.UnitPlan]:
     return plan
 
 
-@settings(max_examples=150, deadline=None, database=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(plans())
 def test_the_foreground_loop_never_speaks_private_text(plan: list[fuzz.UnitPlan]) -> None:
     fuzz.check_foreground(plan)
@@ -114,7 +114,7 @@ values = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None, database=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(st.randoms(use_true_random=False), values)
 def test_a_tool_config_with_any_value_anywhere_is_a_config_or_a_clear_error(
     rng: Any, value: Any
@@ -148,7 +148,7 @@ column_values = st.one_of(
 )
 
 
-@settings(max_examples=80, deadline=None, database=None)
+@settings(max_examples=60, deadline=None, database=None)
 @given(st.lists(st.tuples(st.sampled_from(fuzz.JOURNAL_COLUMNS), column_values), max_size=3))
 def test_journal_rows_with_any_values_are_listed_or_a_clear_error(
     changes: list[tuple[tuple[str, str], Any]],
@@ -288,7 +288,7 @@ def _builtin_declaration(name: str) -> dict[str, Any]:
 
 
 @settings(
-    max_examples=25,
+    max_examples=20,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
