@@ -78,6 +78,16 @@ def test_packaged_model_answers_a_plain_question(lm: object) -> None:
     assert "Paris" in reply
 
 
+def test_the_reply_does_not_parrot_the_conversation(lm: object) -> None:
+    said = "the green kettle is on the third shelf"
+    messages = [
+        {"role": "system", "content": "Repeat exactly what the user says."},
+        {"role": "user", "content": said},
+    ]
+    reply = "".join(lm.stream(messages, 24, threading.Event()))  # type: ignore[attr-defined]
+    assert reply.strip() and said not in reply.lower()  # no word-piece 4-gram copied
+
+
 def _run_cached(session: object, ids: list[int], split: int) -> tuple[np.ndarray, np.ndarray]:
     """Logits of one pass over ``ids`` and of a pass over ``ids[:split]`` then one per token."""
     names = [o.name for o in session.get_outputs()]  # type: ignore[attr-defined]
@@ -140,7 +150,9 @@ def test_the_int8_model_decodes_with_its_cache_like_one_pass(lm: object) -> None
 def test_stream_hands_out_finished_phrases_and_waits_a_bounded_time() -> None:
     gate = threading.Semaphore(0)
     engine = ScriptedLm(["Sure", ", the", " hall", " is", " free. It", " is lit."], gate)
-    stream = ReplyStream(engine, [{"role": "user", "content": "x"}], timeout_s=30.0)
+    stream = ReplyStream(
+        engine, [{"role": "user", "content": "x"}], timeout_s=30.0, min_first_words=1
+    )
     assert stream.take(0.05) == ("", False)  # nothing generated: waited, bounded
     gate.release()
     gate.release()
@@ -239,7 +251,8 @@ def test_spec_fills_the_typed_config() -> None:
 def test_the_first_phrase_is_spoken_while_the_rest_is_generated(tmp_path: Path) -> None:
     gate = threading.Semaphore(0)
     engine = ScriptedLm(
-        ["Well,", " the kitchen light is on", " and the oven is off.", " Anything else?"], gate
+        ["No,", " not the hall,", " the kitchen light is on", " and the oven is off.", " Bye."],
+        gate,
     )
     responder = CascadeResponder(
         lambda _: False, engine=engine, lm=LmConfig(max_sentences=2), capabilities=[]
@@ -265,8 +278,26 @@ def test_the_first_phrase_is_spoken_while_the_rest_is_generated(tmp_path: Path) 
     ]
     speak = [s for s in frontend.steps if s.decision.value == "speak"]
     assert speak[0].started == "reply" and len(speak) >= 3
-    assert spoken[0].strip() == "Well,"  # the first words, before the rest existed
+    # the first words before the rest existed, but not a lone "No," (a pause would follow it)
+    assert spoken[0].strip().startswith("No, not")
     joined = " ".join("".join(spoken).split())
-    assert joined == "Well, the kitchen light is on and the oven is off. Anything else?"
+    assert joined == "No, not the hall, the kitchen light is on and the oven is off. Bye."
     assert speak[-1].end_of_turn and not any(s.end_of_turn for s in speak[:-1])
     assert responder.conversation.last_assistant() == joined
+
+
+def test_prepare_starts_each_session_from_a_fresh_state(tmp_path: Path) -> None:
+    responder = CascadeResponder(lambda _: False, engine=ScriptedLm(["Yes."]), capabilities=[])
+    frontend = PolicyFrontend(NeverYield(), responder=responder)
+    frontend.schedule_turns([(1.0, "Hello there.")])
+    audio = np.zeros(4 * RATE, dtype=np.float32)
+    run_offline(audio, RATE, frontend, clock=FakeClock())
+    first = frontend.state
+    assert first.steps and first.mic_pos > 3 * RATE and first.intervals
+    assert responder.conversation.last_assistant() == "Hello there."
+    frontend.prepare()
+    assert frontend.state is not first and frontend.state.steps == []
+    assert frontend.state.turn is None and frontend.state.mic_pos == 0
+    assert responder.conversation.turns == type(responder.conversation.turns)()
+    session = run_offline(audio, RATE, frontend, clock=FakeClock())  # the schedule is kept
+    assert session.loop.heard_text(1).strip() == "Hello there."

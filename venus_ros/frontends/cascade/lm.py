@@ -15,7 +15,8 @@ no exporter), a Llama decoder with a key/value cache:
   embedding (GGUF stores the query/key rows permuted for llama.cpp's rotary layout; they are
   permuted back to the half-split layout) and a causal mask over past + new positions,
   residual, RMSNorm, SwiGLU feed-forward, residual;
-* final RMSNorm on the last position only and the tied output projection: outputs ``logits``
+* final RMSNorm on the last position only and the output projection (tied to the embedding
+  unless the file has ``output.weight``): outputs ``logits``
   (float32 ``[1, vocab]``) and ``present_key_<i>`` / ``present_value_<i>`` (past + new).
 
 Cache: ``$XDG_CACHE_HOME/venus_ros/lm/<name>-<key>-int8.onnx`` (``~/.cache`` when unset), with
@@ -214,7 +215,8 @@ def build_onnx(weights: Mapping[str, npt.NDArray[np.float32]], cfg: LlamaConfig)
     rep = nh // nkv
     i64 = np.int64
     g.const("emb", weights["token_embd.weight"])
-    g.const("lm_head_t", weights["token_embd.weight"].T)
+    # tied output projection unless the file has its own (output.weight)
+    g.const("lm_head_t", weights.get("output.weight", weights["token_embd.weight"]).T)
     inv = 1.0 / cfg.rope_theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
     ang = np.arange(cfg.context, dtype=np.float64)[:, None] * inv[None, :]
     ang = np.concatenate([ang, ang], axis=1)
@@ -408,6 +410,8 @@ class OnnxChatLm:
         threads: ONNX Runtime intra-op threads.
         cache_dir: Where the built ONNX file is cached (default: the user cache directory).
         repetition_penalty: Divides (or multiplies, if negative) the logits of repeated tokens.
+        no_copy_ngram: Length of the word-piece sequences of the conversation that the reply
+            may not repeat (0: no such rule).
         max_context: Longest prompt kept, in tokens (the oldest text is cut).
 
     Raises:
@@ -421,6 +425,7 @@ class OnnxChatLm:
         threads: int = 1,
         cache_dir: str | Path | None = None,
         repetition_penalty: float = 1.3,
+        no_copy_ngram: int = 4,
         max_context: int = 1024,
     ) -> None:
         if importlib.util.find_spec("gguf") is None:
@@ -435,6 +440,7 @@ class OnnxChatLm:
         end = self.tokenizer.token_to_id("<|im_end|>")
         self.stop_ids = {self.eos_id} | ({end} if end is not None else set())
         self.repetition_penalty = float(repetition_penalty)
+        self.no_copy_ngram = int(no_copy_ngram)
         self.max_context = int(max_context)
         import onnxruntime as ort
 
@@ -463,10 +469,28 @@ class OnnxChatLm:
         return feeds
 
     def generate_ids(
-        self, prompt_ids: Sequence[int], max_tokens: int, cancel: threading.Event | None = None
+        self,
+        prompt_ids: Sequence[int],
+        max_tokens: int,
+        cancel: threading.Event | None = None,
+        avoid: Sequence[Sequence[int]] = (),
     ) -> Iterator[int]:
-        """Yield generated token ids one at a time (greedy, repetition penalty)."""
+        """Yield generated token ids one at a time (greedy, repetition penalty).
+
+        No ``no_copy_ngram``-gram of ``avoid`` (the conversation's words) or of the reply
+        itself is generated again: a tiny model otherwise parrots what it was just told.
+        """
         ids = list(prompt_ids)[-self.max_context :]
+        n = self.no_copy_ngram
+        banned: dict[tuple[int, ...], set[int]] = {}
+
+        def ban(seq: Sequence[int]) -> None:
+            for i in range(len(seq) - n + 1):
+                banned.setdefault(tuple(seq[i : i + n - 1]), set()).add(seq[i + n - 1])
+
+        if n >= 2:
+            for seq in avoid:
+                ban(list(seq))
         names = [o.name for o in self._session.get_outputs()]
         with self._lock:
             start = time.perf_counter()
@@ -485,6 +509,10 @@ class OnnxChatLm:
                     logits[rep] = np.where(
                         vals > 0, vals / self.repetition_penalty, vals * self.repetition_penalty
                     )
+                if n >= 2 and len(seen) >= n - 1:
+                    block = banned.get(tuple(seen[len(seen) - n + 1 :]))
+                    if block:
+                        logits[list(block)] = -np.inf
                 token = int(np.argmax(logits))
                 if step == 0:
                     first = time.perf_counter()
@@ -492,6 +520,8 @@ class OnnxChatLm:
                 if token in self.stop_ids:
                     break
                 seen.append(token)
+                if n >= 2 and len(seen) >= n:
+                    ban(seen[-n:])
                 yield token
                 pairs = zip(names[1:], outs[1:], strict=True)
                 feeds = {n.replace("present", "past"): v for n, v in pairs}
@@ -505,7 +535,9 @@ class OnnxChatLm:
         """Yield the reply's text piece by piece (whole UTF-8 characters)."""
         ids: list[int] = []
         sent = ""
-        for token in self.generate_ids(self.encode(chatml_prompt(messages)), max_tokens, cancel):
+        prompt = self.encode(chatml_prompt(messages))
+        avoid = [self.encode(m["content"]) for m in messages if m["role"] != "system"]
+        for token in self.generate_ids(prompt, max_tokens, cancel, avoid):
             ids.append(token)
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
             if text.endswith("\ufffd"):  # a character cut between tokens

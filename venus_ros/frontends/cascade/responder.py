@@ -238,6 +238,8 @@ class ReplyStream:
             reply is ``fallback``.
         key: What the reply answers (the request's transcript), to reuse a speculative start.
         fallback: Said when generation ends (or times out) with nothing speakable.
+        min_first_words: The first piece handed out has at least this many words (unless the
+            reply is shorter): a lone "No," followed by a pause reads as a separate utterance.
     """
 
     def __init__(
@@ -250,7 +252,9 @@ class ReplyStream:
         timeout_s: float = 6.0,
         key: str = "",
         fallback: str = FALLBACK_PHRASE,
+        min_first_words: int = 3,
     ) -> None:
+        self.min_first_words = int(min_first_words)
         self.key = key
         self.fallback = fallback
         self._gave = False
@@ -315,6 +319,8 @@ class ReplyStream:
         if self._done:
             return len(text)
         ends = [m.end() for m in _PHRASE_END.finditer(text, self._taken)]
+        if self._taken == 0:  # the first piece must be long enough to stand alone
+            ends = [e for e in ends if len(text[:e].split()) >= self.min_first_words]
         return ends[-1] if ends else self._taken
 
     def take(self, wait_s: float = 0.0) -> tuple[str, bool]:
