@@ -85,6 +85,7 @@ def test_a_job_due_while_nothing_ran_rings_late_or_is_missed(db: Path, wall: Wal
     with Schedule(db, wall=wall, late_max_s=300) as schedule:
         assert schedule.get(second.id).state is JobState.MISSED
         assert schedule.get(first.id).reason.startswith("missed: due 340 s ago")
+        assert schedule.due() == []  # nothing due: no write transaction either
         job = schedule.add(60)
         wall.t += 90
         (rung_late,) = schedule.due()
