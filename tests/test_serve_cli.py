@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections import deque
 
 import pytest
 from remote_helpers import drive, scripted_factory, units, wait_until, write_script
@@ -144,3 +145,27 @@ def test_reuse_builds_the_frontends_once_and_prepares_them_per_session(tmp_path)
     assert len(built) == 1
     assert runs[0].decisions == runs[1].decisions == runs[2].decisions  # prepare() reset it
     assert all(r.delegates == ["weather in Paris today"] for r in runs)
+
+
+def test_clients_that_vanish_never_keep_a_session_slot(tmp_path) -> None:
+    from websockets.sync.client import connect
+
+    path = write_script(tmp_path)
+    config = ServeConfig(port=0, max_sessions=1, max_queue=4)
+    with ServerThread(scripted_factory(path), config) as server:
+        url = server.url + "/v1/realtime"
+        for _ in range(5):  # gone before reading anything
+            connect(url).close()
+        with connect(url) as holder:
+            assert json.loads(holder.recv(5))["type"] == "session.queue_done"
+            for _ in range(3):  # queued, then gone
+                waiting = connect(url)
+                assert json.loads(waiting.recv(5))["type"] == "session.queued"
+                waiting.close()
+        assert wait_until(lambda: server.server.stats.active == 0, 10)
+        frontend = _remote(server.url, ",connect_timeout_s=5")
+        try:
+            drive(frontend, units("ss.."))
+        finally:
+            frontend.close()
+        assert frontend.stats.answered == 4 and server.server._pool.waiters == deque()

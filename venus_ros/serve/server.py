@@ -464,7 +464,9 @@ class RealtimeServer:
         try:
             if not await self._admit(ws):
                 return
-            try:
+            try:  # the slot is ours from here: every way out releases it
+                self.stats.active = self._pool.active
+                await ws.send(json.dumps({"type": "session.queue_done"}))
                 await self._serve_session(ws)
             finally:
                 self._pool.release()
@@ -473,10 +475,12 @@ class RealtimeServer:
             pass
 
     async def _admit(self, ws: ServerConnection) -> bool:
-        """Wait for a session slot, telling the client its place in the queue."""
+        """Wait for a session slot, telling the client its place in the queue.
+
+        Returns:
+            True with a slot held (the caller releases it), False without one.
+        """
         if self._pool.try_acquire():
-            self.stats.active = self._pool.active
-            await ws.send(json.dumps({"type": "session.queue_done"}))
             return True
         if len(self._pool.waiters) >= self.config.max_queue:
             self.stats.refused_busy += 1
@@ -503,13 +507,14 @@ class RealtimeServer:
                         )
                     )
                 await asyncio.wait({waiter, closed}, timeout=1.0, return_when="FIRST_COMPLETED")
-                if closed.done():
+                if closed.done():  # the client left the queue
                     self._pool.leave(waiter)
                     return False
+        except BaseException:
+            self._pool.leave(waiter)  # also gives back a slot granted meanwhile
+            raise
         finally:
             closed.cancel()
-        self.stats.active = self._pool.active
-        await ws.send(json.dumps({"type": "session.queue_done"}))
         return True
 
     async def _serve_session(self, ws: ServerConnection) -> None:
