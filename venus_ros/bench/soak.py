@@ -118,7 +118,7 @@ def bench_soak(minutes: float = 60.0, out: Path | None = None) -> int:
     counts = SoakCounts()
     memory: dict[str, list[float]] = {}
     fds: dict[str, list[float]] = {}
-    exits: dict[str, int | None] = {}
+    exits: dict[str, object] = {}
 
     with probed_graph(nodes, "soak_probe") as graph:
         node, executor = graph.node, graph.executor
@@ -158,6 +158,9 @@ def bench_soak(minutes: float = 60.0, out: Path | None = None) -> int:
         start = time.monotonic()
         next_sample = start
         while time.monotonic() - start < seconds:
+            if not node.context.ok():  # Ctrl-C: rclpy shut the context down
+                exits = {"soak": "interrupted"}
+                break
             executor.spin_once(timeout_sec=0.05)
             if time.monotonic() >= next_sample:
                 next_sample += SAMPLE_EVERY_S
