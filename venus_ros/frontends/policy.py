@@ -586,7 +586,7 @@ class PolicyFrontend(Frontend):
         max_unit_audio_s: float = 1.0,
         asr_model: str = "tiny.en",
         record_observations: bool = False,
-        stream_wait_s: float = 0.25,
+        stream_wait_s: float = 0.15,
     ) -> None:
         if not isinstance(policy, FloorPolicy):
             raise TypeError(f"policy: must be a FloorPolicy, got {type(policy).__name__}")

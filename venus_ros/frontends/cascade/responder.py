@@ -16,9 +16,10 @@ user *heard* of the assistant, cut where a turn was interrupted):
    system prompt says who the assistant is and what it can do, read from the configured tools
    (:func:`capabilities_from_tools`).
 
-Generation runs on a thread of its own (:class:`ReplyStream`), bounded in tokens and time; it
-starts speculatively as soon as a final transcript arrives (:meth:`CascadeResponder.prepare`),
-so the first phrase is usually ready when the policy takes the turn. The turn player asks the
+Generation runs on a thread of its own (:class:`ReplyStream`) at a lower CPU priority than the
+unit loop, bounded in tokens and time; it starts speculatively as soon as a final transcript
+arrives (:meth:`CascadeResponder.prepare`), so the first phrase is usually ready when the policy
+takes the turn. The turn player asks the
 stream for finished phrases at every unit (:meth:`ReplyStream.take`, waiting at most a bounded
 time), so the first words are spoken while the rest is generated; a unit never waits longer.
 Without an engine (``lm=none``), step 6 is an acknowledgement ("Okay.").
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import re
 import threading
 import time
@@ -223,6 +225,14 @@ def _stop_generation() -> None:
         stream.join()
 
 
+def _lower_priority(niceness: int = 10) -> None:
+    """Make the calling thread yield the CPU to the unit loop (Linux: per-thread niceness)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+    except (AttributeError, OSError):  # not Linux, or not allowed: run at the same priority
+        pass
+
+
 class ReplyStream:
     """One generated reply, produced on a thread of its own and taken phrase by phrase.
 
@@ -281,6 +291,7 @@ class ReplyStream:
         self._thread.join(timeout_s)
 
     def _run(self) -> None:
+        _lower_priority()
         try:
             for piece in self._engine.stream(self._messages, self._max_tokens, self._cancel):
                 with self._cond:
