@@ -656,7 +656,9 @@ def test_submit_returns_at_once_even_while_the_loop_is_busy(
     started = time.perf_counter()
     queued = submit(runner, "what is 1 plus 1")
     elapsed = time.perf_counter() - started
-    assert queued.state is S.QUEUED and elapsed < 0.5
+    # Tools run on a loop of their own, so the new task may already be running: what matters
+    # is that submit() did not wait for the blocked tool.
+    assert elapsed < 0.5
     release.set()
     assert settle(runner, first).state is S.COMPLETED
     assert settle(runner, queued).state is S.COMPLETED

@@ -125,6 +125,7 @@ def test_the_evaluation_imports_none_of_the_toolkit() -> None:
         ("at 5, no, at 6 pm", (18, 0)),
         ("a timer for 5", None),  # "for" + a bare number is a duration, not a time
         ("look at the 5 minute timer", None),
+        ("book me a table for two tonight", None),
     ],
 )
 def test_clock_times(text: str, clock: tuple[int, int] | None) -> None:
@@ -140,3 +141,6 @@ def test_a_clock_time_becomes_the_seconds_until_its_next_occurrence() -> None:
     assert picked is not None and picked[0] == "timer"
     expected = seconds_until(17, 0, datetime.now())
     assert abs(picked[1]["seconds"] - max(1, round(expected))) <= 2
+    local = planner_router(ToolRegistry(builtin_tools()))
+    assert local("book a table at 7 pm") is None  # a clock time rings only for a reminder
+    assert route("book a table at 7 pm") is None

@@ -47,7 +47,13 @@ from venus_ros.harness.tools import (
 )
 from venus_ros.text.numbers import duration_s, quantities, seconds_until, time_of_day, to_digits
 from venus_ros.text.places import zone_in
-from venus_ros.text.repair import ARITHMETIC_NOISE, bare, segments, split_requests
+from venus_ros.text.repair import (
+    ARITHMETIC_NOISE,
+    REMINDER_WORDS,
+    bare,
+    segments,
+    split_requests,
+)
 
 __all__ = [
     "PLANNER_TOOL",
@@ -289,7 +295,8 @@ def _value_for(name: str, spec: Mapping[str, Any], segs: Sequence[str], required
     if kind in ("number", "integer"):
         if re.search(r"second|duration|seconds", words):
             seconds = duration_s(segs)
-            at = time_of_day(" ".join(segs)) if seconds is None else None
+            said = " ".join(segs)
+            at = time_of_day(said) if seconds is None and REMINDER_WORDS.search(said) else None
             if at is not None:  # "remind me at 5 pm": the seconds until then
                 seconds = float(max(1, round(seconds_until(*at, datetime.now()))))
             if seconds is None:

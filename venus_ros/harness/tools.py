@@ -34,6 +34,7 @@ from venus_ros.text.numbers import (
     to_digits,
 )
 from venus_ros.text.places import zone_in
+from venus_ros.text.repair import REMINDER_WORDS
 
 if TYPE_CHECKING:
     from venus_ros.harness.schedule import Schedule
@@ -516,7 +517,7 @@ def route(query: str) -> tuple[str, dict[str, Any]] | None:
     ``echo_evidence``. Anything else returns None and the task fails honestly.
     """
     lowered = query.lower()
-    if _TIMER_WORDS.search(lowered):
+    if REMINDER_WORDS.search(lowered):
         seconds = duration_s(query)
         if _CANCEL_WORDS.search(lowered):
             label = _LABEL.search(lowered)
@@ -541,7 +542,6 @@ def route(query: str) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-_TIMER_WORDS = re.compile(r"\b(?:timers?|remind(?:ers?)?|alarms?|countdown|wake\s+me)\b")
 _CANCEL_WORDS = re.compile(r"\b(?:cancel|stop|delete|remove|clear|turn off|switch off)\b")
 _LIST_WORDS = re.compile(r"\b(?:what|which|list|any|how (?:long|much time)|left|running)\b")
 _LABEL = re.compile(r"\bthe ([a-z]+) (?:timer|reminder|alarm)\b")

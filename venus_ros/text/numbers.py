@@ -259,13 +259,12 @@ def time_of_day(text: str) -> tuple[int, int] | None:
 
 def _is_clock_time(match: re.Match[str]) -> bool:
     """After "for", only an unmistakable clock time counts ("for 7:30", "for quarter to
-    eight", "for 6 pm"): "a timer for 5" is a duration with its unit left out."""
+    eight", "for 6 pm"): "a timer for 5" is a duration with its unit left out, and "a table
+    for two tonight" is no time at all."""
     if match.group("prep").lower() == "at":
         return True
     g = match.groupdict()
-    return bool(
-        g["word"] or g["rel"] or (g["m"] and ":" in match.group()) or g["ampm"] or g["part"]
-    )
+    return bool(g["word"] or g["rel"] or (g["m"] and ":" in match.group()) or g["ampm"])
 
 
 def seconds_until(hour: int, minute: int, now: datetime) -> float:

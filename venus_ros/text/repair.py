@@ -12,6 +12,7 @@ Two strengths of cleaning, for two readers:
 
 :func:`is_filler_only` says whether an utterance is nothing but fillers ("uh... hmm").
 :func:`is_cancel_request` says whether a request only takes work back ("stop", "never mind").
+:data:`REMINDER_WORDS` finds the words of timers and reminders ("remind me", "alarm").
 """
 
 from __future__ import annotations
@@ -126,6 +127,11 @@ def segments(text: str) -> list[str]:
     """The request cut at self-correction markers, oldest first (the last one wins)."""
     return [s.strip(" ,.") for s in _CORRECTION.split(clean(text)) if s.strip(" ,.")]
 
+
+#: The words of timers and reminders: a clock time means "when to ring" only next to them.
+REMINDER_WORDS = re.compile(
+    r"(?i)\b(?:timers?|remind(?:ers?)?|alarms?|countdown|wake\s+(?:me|us)(?:\s+up)?)\b"
+)
 
 _CANCEL_PHRASE = (
     r"(?:stop|cancel|abort|never\s*mind|forget\s+(?:it|that|about\s+it)|scratch\s+that"
