@@ -154,17 +154,20 @@ def test_demo_run_for_a_duration_stops_every_node_and_writes_the_sink(
 
 
 def test_a_failed_camera_does_not_stop_the_run(probe: Probe, tmp_path: Path) -> None:
-    run = start_run(probe, tmp_path, "--video", "file:/nonexistent/video.avi", "--duration", "5")
+    run = start_run(probe, tmp_path, "--video", "file:/nonexistent/video.avi")
     try:
-        code = run.wait(5 + RUN_SLACK_S)
+        probe.wait_for(
+            lambda: "camera_node exited (1); going on without it" in run.out(),
+            RUN_SLACK_S,
+            "the camera to fail",
+        )
+        assert run.proc.poll() is None, run.log()  # the rest of the graph runs on
+        code = run.stop(RUN_SLACK_S)
     finally:
         run.stop()
-    out = run.out()
     assert code == 0, run.log()
-    assert "camera_node exited (1); going on without it" in out, run.log()
     assert "device error: camera: no video file '/nonexistent/video.avi'" in run.err()
-    assert "venus-ros run: stopped (0 respawns)" in out, run.log()
-    assert (tmp_path / "out" / "run" / "assistant.wav").is_file()
+    assert "venus-ros run: stopped (0 respawns)" in run.out(), run.log()
 
 
 def test_ctrl_c_stops_the_run_and_every_node(probe: Probe, tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosproc import Probe
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
+from std_msgs.msg import Header
 from tf2_msgs.msg import TFMessage
 
 from venus_interfaces.msg import AudioChunk, TimelineEvent, UnitDecision
@@ -280,6 +281,21 @@ def test_frontend_lifecycle_driven_by_the_standard_services(probe: Probe, tmp_pa
     transition(Transition.TRANSITION_INACTIVE_SHUTDOWN)
     assert state() == "finalized"
     assert frontend.stop() == 0, frontend.log()
+
+
+def test_harness_heartbeats_only_once_a_manager_activated_it(probe: Probe, tmp_path: Path) -> None:
+    beats: list[Header] = []
+    probe.node.create_subscription(Header, TOPICS["heartbeat"], beats.append, reliable(1))
+    probe.start("harness", tmp_path, "autostart:=false", "journal_path:=none")
+    base = f"{probe.namespace}/harness_node"
+    change = probe.node.create_client(ChangeState, f"{base}/change_state")
+    get = probe.node.create_client(GetState, f"{base}/get_state")
+    assert _call(probe, get, GetState.Request()).current_state.label == "unconfigured"
+    assert beats == []
+    for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
+        request = ChangeState.Request(transition=Transition(id=transition))
+        assert _call(probe, change, request).success
+    probe.wait_for(lambda: bool(beats), 10.0, "a heartbeat from the active harness")
 
 
 def test_camera_lifecycle_starts_and_stops_its_capture_thread(tmp_path: Path) -> None:

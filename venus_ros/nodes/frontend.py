@@ -32,6 +32,7 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.subscription import Subscription
 from rclpy.task import Future
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header, String
@@ -179,25 +180,8 @@ class FrontendNode(ManagedNode):
             qos_for("task_status"),
             callback_group=group,
         )
-        self.create_subscription(
-            AudioChunk,
-            TOPICS["audio_in"],
-            self._on_audio,
-            qos_for("audio_in"),
-            callback_group=group,
-        )
-        if cfg.image_transport == "compressed":
-            self.create_subscription(
-                CompressedImage,
-                TOPICS["image_compressed"],
-                self._on_compressed,
-                qos_for("image_compressed"),
-                callback_group=group,
-            )
-        else:
-            self.create_subscription(
-                Image, TOPICS["image"], self._on_image, qos_for("image"), callback_group=group
-            )
+        self._group = group
+        self._inputs: list[Subscription] = []  # audio and camera: only while active
         self.create_subscription(
             PlaybackAckMsg, TOPICS["played"], self._on_ack, qos_for("played"), callback_group=group
         )
@@ -239,7 +223,34 @@ class FrontendNode(ManagedNode):
         )
 
     def start(self) -> None:
-        """Start the foreground thread."""
+        """Subscribe to audio and frames and start the foreground thread.
+
+        The input subscriptions exist only while active: a file microphone starts playing when
+        it sees its subscriber, so nothing is played to a frontend still loading its models.
+        """
+        group, cfg = self._group, self.config
+        self._inputs.append(
+            self.create_subscription(
+                AudioChunk,
+                TOPICS["audio_in"],
+                self._on_audio,
+                qos_for("audio_in"),
+                callback_group=group,
+            )
+        )
+        if cfg.image_transport == "compressed":
+            frames = self.create_subscription(
+                CompressedImage,
+                TOPICS["image_compressed"],
+                self._on_compressed,
+                qos_for("image_compressed"),
+                callback_group=group,
+            )
+        else:
+            frames = self.create_subscription(
+                Image, TOPICS["image"], self._on_image, qos_for("image"), callback_group=group
+            )
+        self._inputs.append(frames)
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="venus-foreground", daemon=True)
         self._thread.start()
@@ -252,6 +263,9 @@ class FrontendNode(ManagedNode):
         if self._thread is not None:
             self._thread.join(timeout=5.0)
             self._thread = None
+        for subscription in self._inputs:
+            self.destroy_subscription(subscription)
+        self._inputs.clear()
         self._expected_sample = None  # the stream restarts: no gap to fill
 
     def teardown(self) -> None:

@@ -76,6 +76,7 @@ from venus_ros.harness.toolconfig import (
 )
 from venus_ros.harness.tools import Tool, UnknownToolError
 from venus_ros.nodes.convert import record_to_msg
+from venus_ros.nodes.managed import ManagedNode
 from venus_ros.nodes.params import ConfigError, declare_config, reject_unknown_overrides
 from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
@@ -163,13 +164,25 @@ class HarnessConfig:
             raise ValueError(f"time_scale must be in (0, 1000], got {self.time_scale}")
 
 
-class HarnessNode(Node):
-    """The Delegate action server; see the module docstring for its topics."""
+class HarnessNode(ManagedNode):
+    """The Delegate action server; see the module docstring for its topics.
 
-    def __init__(self, clock: Clock | None = None) -> None:
-        super().__init__("harness_node")
+    A lifecycle node: the journal, the tools and recovery are set up when the node is built;
+    goals are accepted and the heartbeat is sent only while it is active (an inactive harness
+    looks down to the frontend, which then fails delegations at once).
+
+    Args:
+        clock: the session clock (real monotonic time by default).
+        node_name: the node's name.
+        **kwargs: :class:`rclpy.node.Node` keyword arguments (``context``, ...).
+    """
+
+    def __init__(
+        self, clock: Clock | None = None, node_name: str = "harness_node", **kwargs: Any
+    ) -> None:
+        super().__init__(node_name, **kwargs)
         self.config = declare_config(self, HarnessConfig)
-        reject_unknown_overrides(self)
+        reject_unknown_overrides(self, kwargs.get("parameter_overrides"))
         _forward_logs(self)
         self._group = ReentrantCallbackGroup()  # ROS tools' clients use it too
         self._journal = self._open_journal()
@@ -272,6 +285,7 @@ class HarnessNode(Node):
 
     def close(self) -> None:
         """Stop the runner (running tasks end FAILED, interrupted) and close the journal."""
+        super().close()
         self._runner.close()
         self._schedule.close()
         if self._journal is not None:
@@ -374,7 +388,9 @@ class HarnessNode(Node):
 
     def _on_goal(self, goal: Delegate.Goal) -> GoalResponse:
         problem = ""
-        if not goal.query.strip():
+        if not self.active:
+            problem = "the harness is not active (lifecycle)"
+        elif not goal.query.strip():
             problem = "the query is empty"
         elif len(goal.query) > MAX_QUERY_CHARS:
             problem = f"the query has {len(goal.query)} characters (limit {MAX_QUERY_CHARS})"
@@ -530,7 +546,7 @@ class HarnessNode(Node):
     def _heartbeat(self) -> None:
         """Say the harness is alive, and every goal not settled yet is alive too (so the
         frontend waits for long work as long as it runs, and gives up when it goes silent)."""
-        if not self.context.ok():
+        if not self.context.ok() or not self.active:
             return
         self._heartbeat_pub.publish(Header(stamp=self.get_clock().now().to_msg()))
         with self._lock:
