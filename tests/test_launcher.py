@@ -21,7 +21,14 @@ from venus_ros.launcher import (
 )
 from venus_ros.paths import sample_path
 
-DEMO_NODES = ["mic_node", "frontend_node", "harness_node", "speaker_node", "monitor_node"]
+DEMO_NODES = [
+    "mic_node",
+    "frontend_node",
+    "harness_node",
+    "speaker_node",
+    "monitor_node",
+    "frames_node",
+]
 #: Bound on a run's start-up and shut-down (a node gets 5 s after SIGINT, then is killed).
 RUN_SLACK_S = 30.0
 
@@ -54,6 +61,7 @@ def test_plan_adds_a_camera_for_video_and_a_recorder_for_record() -> None:
         "harness",
         "speaker",
         "monitor",
+        "frames",
         "recorder",
     ]
     specs = by_module(nodes)
@@ -64,6 +72,7 @@ def test_plan_adds_a_camera_for_video_and_a_recorder_for_record() -> None:
     assert {spec.module for spec in nodes if not spec.essential} == {
         "camera",
         "monitor",
+        "frames",
         "recorder",
     }
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import cv2
 import numpy as np
+import pytest
 import rclpy
 import yaml
 from audio_common_msgs.msg import AudioStamped
@@ -38,8 +39,9 @@ from std_msgs.msg import Header
 from tf2_msgs.msg import TFMessage
 
 from venus_interfaces.msg import AudioChunk, TimelineEvent, UnitDecision
+from venus_ros.core.units import InputError
 from venus_ros.nodes.camera import CameraNode
-from venus_ros.nodes.convert import audio_to_msg, frame_to_msg
+from venus_ros.nodes.convert import audio_from_msg, audio_to_msg, frame_to_msg
 from venus_ros.nodes.qos import INTEROP_QOS, SENSOR_AUDIO, SENSOR_IMAGE, TOPICS, reliable, topic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -381,3 +383,19 @@ def test_every_node_status_has_an_aggregator_analyzer() -> None:
     for task in tasks:
         name = f"some_node: {task}"
         assert any(p in name for p in patterns), f"no analyzer for {name!r}"
+
+
+def test_multi_channel_audio_chunks_are_down_mixed_or_one_channel_taken() -> None:
+    frames = np.array([[100, 300], [-200, 0], [7, 8]], np.int16)
+    msg = AudioChunk(
+        sample_rate=16000,
+        channels=2,
+        encoding=AudioChunk.ENCODING_PCM_S16LE,
+        data=frames.astype("<i2").tobytes(),
+    )
+    mixed, rate = audio_from_msg(msg)
+    assert rate == 16000 and mixed.tolist() == [200, -100, 8]  # 7.5 rounds to even
+    assert audio_from_msg(msg, channel=1)[0].tolist() == [300, 0, 8]
+    msg.data = msg.data[:-2]  # half a frame
+    with pytest.raises(InputError, match="2-channel"):
+        audio_from_msg(msg)

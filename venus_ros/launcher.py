@@ -5,9 +5,9 @@ parameter file, a namespace and per-run overrides, in the user's own ROS environ
 (``ROS_DOMAIN_ID``, ``ROS_AUTOMATIC_DISCOVERY_RANGE``, ``ROS_STATIC_PEERS``,
 ``RMW_IMPLEMENTATION`` are passed through unchanged and printed), so RViz, ``ros2`` and other
 machines see the graph. The harness is respawned if it dies (the frontend keeps deciding
-meanwhile); the camera, monitor and recorder are optional: when one ends the run goes on without
-it; the microphone, frontend or speaker ending stops the run. Ctrl-C or SIGTERM stops every
-node with SIGINT, then kills what is left after a grace period.
+meanwhile); the camera, monitor, static frames and recorder are optional: when one ends the run
+goes on without it; the microphone, frontend or speaker ending stops the run. Ctrl-C or SIGTERM
+stops every node with SIGINT, then kills what is left after a grace period.
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ def plan(options: RunOptions) -> list[NodeSpec]:
         NodeSpec("harness", respawn=True),
         NodeSpec("speaker", {"sink": sink}),
         NodeSpec("monitor", essential=False),
+        NodeSpec("frames", essential=False),  # the static TF frames of mic, camera, speaker
     ]
     if video:
         nodes.insert(1, NodeSpec("camera", {"source": video}, essential=False))
