@@ -110,6 +110,9 @@ def test_a_conversation_survives_a_harness_crash_and_delegates_again(
             30,
             "the timer to be set in the harness",
         )
+        probe.wait_for(
+            lambda: "10 minute timer" in session.heard(), 30, "the user to hear it is set"
+        )
         # 2. The harness dies (no goodbye) while the timer is pending.
         probe.watched.remove(harness)
         harness.proc.send_signal(signal.SIGKILL)
