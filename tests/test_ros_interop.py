@@ -22,6 +22,7 @@ import cv2
 import numpy as np
 import pytest
 import rclpy
+import soundfile as sf
 import yaml
 from audio_common_msgs.msg import AudioStamped
 from diagnostic_msgs.msg import DiagnosticArray
@@ -30,6 +31,7 @@ from lifecycle_msgs.srv import ChangeState, GetState
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.srv import DescribeParameters, SetParameters
 from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -42,6 +44,8 @@ from venus_interfaces.msg import AudioChunk, TimelineEvent, UnitDecision
 from venus_ros.core.units import InputError
 from venus_ros.nodes.camera import CameraNode
 from venus_ros.nodes.convert import audio_from_msg, audio_to_msg, frame_to_msg
+from venus_ros.nodes.frames import FramesNode
+from venus_ros.nodes.mic import MicNode
 from venus_ros.nodes.qos import INTEROP_QOS, SENSOR_AUDIO, SENSOR_IMAGE, TOPICS, reliable, topic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -399,3 +403,47 @@ def test_multi_channel_audio_chunks_are_down_mixed_or_one_channel_taken() -> Non
     msg.data = msg.data[:-2]  # half a frame
     with pytest.raises(InputError, match="2-channel"):
         audio_from_msg(msg)
+
+
+def test_several_nodes_share_one_process_and_executor(tmp_path: Path) -> None:
+    """Composition: node classes take Node's keyword arguments; one context, one executor."""
+    wav = tmp_path / "one.wav"
+    sf.write(str(wav), np.zeros(16000, np.int16), 16000, subtype="PCM_16")
+    context = Context()
+    rclpy.init(context=context)
+    ns = f"/composed_{uuid.uuid4().hex[:8]}"
+    mic = MicNode(
+        context=context,
+        namespace=ns,
+        parameter_overrides=[Parameter("source", value=f"file:{wav}")],
+    )
+    frames = FramesNode(
+        node_name="frames_a",
+        context=context,
+        namespace=ns,
+        parameter_overrides=[Parameter("base_frame", value=f"base{ns.replace('/', '_')}")],
+    )
+    listener = rclpy.create_node("listener", namespace=ns, context=context)
+    chunks: list[AudioChunk] = []
+    static: list[TFMessage] = []
+    listener.create_subscription(AudioChunk, TOPICS["audio_in"], chunks.append, SENSOR_AUDIO)
+    listener.create_subscription(TFMessage, "/tf_static", static.append, INTEROP_QOS["/tf_static"])
+    executor = SingleThreadedExecutor(context=context)
+    for node in (mic, frames, listener):
+        executor.add_node(node)
+    try:
+        mic.start_up()
+        deadline = time.monotonic() + START_S
+        mine = f"base{ns.replace('/', '_')}"
+        while time.monotonic() < deadline and not (
+            chunks and any(t.header.frame_id == mine for m in static for t in m.transforms)
+        ):
+            executor.spin_once(timeout_sec=0.1)
+        assert chunks and chunks[0].header.frame_id == "mic_link"
+        assert any(t.header.frame_id == mine for m in static for t in m.transforms)
+    finally:
+        mic.close()
+        executor.shutdown()
+        for node in (mic, frames, listener):
+            node.destroy_node()
+        rclpy.try_shutdown(context=context)

@@ -129,11 +129,11 @@ def _colour(rgb: tuple[float, float, float]) -> ColorRGBA:
 class MonitorNode(Node):
     """Publishes the session panel (RViz markers) and diagnostics from the timeline."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, node_name: str = "monitor_node", **kwargs: Any) -> None:
         """Build the node; ``kwargs`` go to :class:`rclpy.node.Node` (e.g. ``context``)."""
-        super().__init__("monitor_node", **kwargs)
+        super().__init__(node_name, **kwargs)
         self.config = declare_config(self, MonitorConfig)
-        reject_unknown_overrides(self)
+        reject_unknown_overrides(self, kwargs.get("parameter_overrides"))
         self.monitor = SessionMonitor()
         self._markers = self.create_publisher(MarkerArray, TOPICS["markers"], qos_for("markers"))
         self._diagnostics = self.create_publisher(

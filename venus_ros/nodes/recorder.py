@@ -177,10 +177,11 @@ class _TopicRecorder:
 class RecorderNode(Node):
     """Subscribes raw to the chosen topics and writes every message into one bag."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(NODE_NAME, **kwargs)
+    def __init__(self, node_name: str = NODE_NAME, **kwargs: Any) -> None:
+        """Build the node; ``kwargs`` go to :class:`rclpy.node.Node` (e.g. ``context``)."""
+        super().__init__(node_name, **kwargs)
         self.config = declare_config(self, RecorderConfig)
-        reject_unknown_overrides(self)
+        reject_unknown_overrides(self, kwargs.get("parameter_overrides"))
         path = Path(self.config.path or time.strftime("venus_session_%Y%m%d_%H%M%S")).absolute()
         if path.exists():
             raise ConfigError(f"{self.get_name()}: path {str(path)!r} exists already")
