@@ -60,18 +60,14 @@ def problem(tmp_path: Path, data: Any) -> str:
 
 # --- the shipped file -----------------------------------------------------------------------------
 
+#: The tools config/tools.yaml enables.
+SHIPPED_ENABLED = ("clock", "calculator", "echo_evidence", "timer", "list_timers", "cancel_timer")
+
 
 def test_the_shipped_config_loads() -> None:
     config = load_tool_config(SHIPPED)
     assert config.source == str(SHIPPED)
-    assert config.enabled == [
-        "clock",
-        "calculator",
-        "echo_evidence",
-        "timer",
-        "list_timers",
-        "cancel_timer",
-    ]
+    assert config.enabled == list(SHIPPED_ENABLED)
     assert config.polish_llm is None
     assert isinstance(config.entry("cloud_llm"), LlmEntry)
     assert isinstance(config.entry("navigate_to"), RosToolEntry)
@@ -118,15 +114,7 @@ def test_the_builtin_entries_match_the_builtin_tools() -> None:
 def test_the_shipped_registry_has_the_enabled_builtins() -> None:
     registry = load_registry(SHIPPED)
     # No llm tool is enabled: the local planner runs requests that need several calls.
-    assert registry.names == (
-        "clock",
-        "calculator",
-        "echo_evidence",
-        "timer",
-        "list_timers",
-        "cancel_timer",
-        "local_planner",
-    )
+    assert registry.names == (*SHIPPED_ENABLED, "local_planner")
     calculator = registry.get("calculator")
     assert calculator.idempotent and not registry.get("timer").idempotent
     result = asyncio.run(calculator.run({"expression": "6*7"}, EMPTY))
