@@ -30,6 +30,7 @@ from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.duration import Duration
+from rclpy.qos_overriding_options import QoSOverridingOptions
 from rclpy.timer import Timer
 from std_msgs.msg import Header
 
@@ -126,7 +127,10 @@ class MicNode(ManagedNode):
         self.chunks_published = 0
         self._lock = threading.Lock()  # the timer tick and the capture thread against stop()
         self._publisher = self.create_lifecycle_publisher(
-            AudioChunk, TOPICS["audio_in"], qos_for("audio_in")
+            AudioChunk,
+            TOPICS["audio_in"],
+            qos_for("audio_in"),
+            qos_overriding_options=QoSOverridingOptions.with_default_policies(),
         )
         self._source: WavSource | None = None
         self._capture: PyAudioCapture | None = None
