@@ -301,3 +301,53 @@ def test_prepare_starts_each_session_from_a_fresh_state(tmp_path: Path) -> None:
     assert responder.conversation.turns == type(responder.conversation.turns)()
     session = run_offline(audio, RATE, frontend, clock=FakeClock())  # the schedule is kept
     assert session.loop.heard_text(1).strip() == "Hello there."
+
+
+def test_the_responder_can_use_an_openai_compatible_endpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A loopback server speaking the chat-completions streaming format (server-sent events)."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)  # loopback, never through a proxy
+    import json
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[dict[str, object]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for piece in ("Which room", " do you mean?"):
+                chunk = {
+                    "id": "c1",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                }
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        config = parse_spec(f"lm=openai,lm_model=big-model,lm_url={url}").lm
+        engine = make_lm(config)
+        responder = CascadeResponder(lambda _: False, engine=engine, lm=config, capabilities=[])
+        reply = responder.respond(request("No, the other room."))
+        assert reply is not None and reply.kind == "reply"
+        assert reply.stream.take(5.0) == ("Which room do you mean?", True)
+        assert seen[0]["model"] == "big-model" and seen[0]["stream"] is True
+        assert seen[0]["messages"][-1] == {"role": "user", "content": "No, the other room."}
+    finally:
+        server.shutdown()
+        server.server_close()
