@@ -170,12 +170,18 @@ def _v1_entries(sample_id: str, folder: Path, name: str) -> list[dict[str, Any]]
     return data
 
 
+def _first_interval(sample_id: str, folder: Path, name: str) -> tuple[dict[str, Any], list]:
+    """The first entry of a v1 task file and its ``[start, end]`` timestamp."""
+    (entry, *_) = _v1_entries(sample_id, folder, name)
+    stamps = entry["timestamp"]
+    if not isinstance(stamps, list) or len(stamps) != 2:
+        raise ScenarioError(sample_id, f"{name}[0].timestamp", "must be [start, end]")
+    return entry, stamps
+
+
 def _v1_sample(sample_id: str, folder: Path) -> Sample:
     if (folder / "interrupt.json").is_file():
-        (entry, *_) = _v1_entries(sample_id, folder, "interrupt.json")
-        stamps = entry["timestamp"]
-        if not isinstance(stamps, list) or len(stamps) != 2:
-            raise ScenarioError(sample_id, "interrupt.json[0].timestamp", "must be [start, end]")
+        entry, stamps = _first_interval(sample_id, folder, "interrupt.json")
         data = {
             "category": "interruption",
             "turns": [{"start": stamps[0], "end": stamps[1], "text": entry.get("interrupt", "")}],
@@ -193,10 +199,7 @@ def _v1_sample(sample_id: str, folder: Path) -> Sample:
             "fdb": {"version": "1", "task": "pause"},
         }
     else:
-        (entry, *_) = _v1_entries(sample_id, folder, "turn_taking.json")
-        stamps = entry["timestamp"]
-        if not isinstance(stamps, list) or len(stamps) != 2:
-            raise ScenarioError(sample_id, "turn_taking.json[0].timestamp", "must be [start, end]")
+        _, stamps = _first_interval(sample_id, folder, "turn_taking.json")
         data = {
             "category": "turn_taking",
             "turns": [{"start": 0.0, "end": stamps[0], "text": ""}],
