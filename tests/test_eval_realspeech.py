@@ -53,6 +53,12 @@ def test_the_suite_places_each_recording_over_the_assistant(real: list, tmp_path
         assert not audio[:a].any() and not audio[b:].any()
     again = build_real_suite(tmp_path / "again", n=2, seed=1)
     assert [s.id for s in again.samples] == [s.id for s in suite.samples]
+    noisy = build_real_suite(tmp_path / "noisy", n=1, seed=1, noise=True).samples[0]
+    audio, _ = noisy.load_audio()
+    clean, _ = noisy.clean_audio()
+    assert noisy.clean_path.is_file() and audio[: rate // 2].any()  # noise before the speech
+    a, b = (round(t * rate) for t in noisy.overlap)
+    assert np.array_equal(audio[:a], clean[:a]) and np.abs(audio[a:b] - clean[a:b]).max() > 0.01
 
 
 def test_no_real_recording_is_committed() -> None:

@@ -411,6 +411,7 @@ def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
     real.add_argument("--out", type=Path, required=True, help="suite folder to write")
     real.add_argument("--n", type=int, default=6, help="samples per overlap category (max)")
     real.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    real.add_argument("--noise", action="store_true", help="add room noise")
     real.add_argument("--overwrite", action="store_true", help="replace an existing suite")
 
     run = sub.add_parser("run", help="play a suite through the duplex loop and score it")
@@ -623,7 +624,9 @@ def _eval_run(args: argparse.Namespace) -> int:
 def _eval_real(args: argparse.Namespace) -> int:
     from venus_ros.eval.realspeech import build_real_suite, sources
 
-    suite = build_real_suite(args.out, args.n, args.seed, overwrite=args.overwrite)
+    suite = build_real_suite(
+        args.out, args.n, args.seed, noise=args.noise, overwrite=args.overwrite
+    )
     counts: dict[str, int] = {}
     for sample in suite.samples:
         counts[sample.category] = counts.get(sample.category, 0) + 1

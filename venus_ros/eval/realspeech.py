@@ -45,10 +45,12 @@ from venus_ros.eval.scenario import INPUT_RATE, Suite, load_suite, write_sample
 from venus_ros.eval.synth import (
     BACKGROUND_DB_BELOW,
     FAMILIES,
+    NOISE_DBFS,
     PEAK_LIMIT,
     USER_RMS_DBFS,
     _at_level,
     _prepare_out,
+    room_noise,
     trim,
 )
 
@@ -223,13 +225,15 @@ def build_real_suite(
     seed: int = 0,
     categories: Sequence[str] | None = None,
     *,
+    noise: bool = False,
     overwrite: bool = False,
 ) -> Suite:
     """Write up to ``n`` samples per overlap category with real recordings over the assistant.
 
     A category gets ``min(n, number of its clips)`` samples, each clip at most once, in a
     seeded order. Sample ids are ``real_<category>_<index:03d>``; ``metadata.json`` records the
-    clip's source and licence.
+    clip's source and licence. With ``noise``, the synthesizer's room noise is added and
+    ``clean_input.wav`` (the input without the recording, noise kept) is written.
 
     Raises:
         FileNotFoundError: no source is present (the message says how to get them).
@@ -250,7 +254,7 @@ def build_real_suite(
         rng = np.random.default_rng([seed, 7, c_index])
         order = [pool[int(i)] for i in rng.permutation(len(pool))][:n]
         for i, clip in enumerate(order):
-            _write(out, f"real_{category}_{i:03d}", category, clip, answers, rng)
+            _write(out, f"real_{category}_{i:03d}", category, clip, answers, rng, noise)
     return load_suite(out)
 
 
@@ -261,6 +265,7 @@ def _write(
     clip: Clip,
     answers: Sequence[str],
     rng: np.random.Generator,
+    noise: bool = False,
 ) -> None:
     a_start = round(float(rng.uniform(0.5, 1.0)), 3)
     u_start = a_start + float(rng.uniform(2.0, 4.0))
@@ -273,9 +278,14 @@ def _write(
     total = first + len(speech) + round(float(rng.uniform(3.0, 4.0)) * INPUT_RATE)
     audio = np.zeros(max(total, round(10.0 * INPUT_RATE)), np.float32)
     audio[first : first + len(speech)] = speech
+    clean = None
+    if noise:
+        clean = room_noise(rng, len(audio))
+        audio = audio + clean
     peak = float(np.max(np.abs(audio)))
     if peak > PEAK_LIMIT:
         audio *= PEAK_LIMIT / peak
+        clean = None if clean is None else clean * (PEAK_LIMIT / peak)
     span = [round(first / INPUT_RATE, 6), round((first + len(speech)) / INPUT_RATE, 6)]
     meta: dict[str, Any] = {
         "category": category,
@@ -290,4 +300,6 @@ def _write(
     }
     if category == "background":
         meta["background"] = {"kind": "real", "text": clip.text, "start": span[0], "end": span[1]}
-    write_sample(out, sample_id, audio, INPUT_RATE, meta)
+    if noise:
+        meta["noise_dbfs"] = NOISE_DBFS
+    write_sample(out, sample_id, audio, INPUT_RATE, meta, clean)
