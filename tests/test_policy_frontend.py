@@ -25,6 +25,7 @@ from venus_ros.core.session import SessionResult, run_offline
 from venus_ros.core.timeline import Kind, TimelineView
 from venus_ros.core.units import InputUnit, resample
 from venus_ros.frontends import make_frontend
+from venus_ros.frontends.cascade.turns import split_turn, trim_silence
 from venus_ros.frontends.policy import (
     CHECK_PHRASE,
     FRAME_S,
@@ -35,8 +36,6 @@ from venus_ros.frontends.policy import (
     Responder,
     UserRequest,
     VadBargeIn,
-    _split_turn,
-    _trim_silence,
     parse_options,
 )
 
@@ -495,13 +494,13 @@ def test_split_turn_gives_at_most_a_unit_of_audio_and_proportional_whole_words()
     rate = 24000
     text = "one two three four five six seven eight nine ten. <delegate>count</delegate>"
     audio = np.ones(int(2.5 * rate), np.float32)
-    pieces = list(_split_turn(text, audio, rate))
+    pieces = list(split_turn(text, audio, rate))
     assert [p[1].size for p in pieces] == [rate, rate, rate // 2]
     assert "".join(p[0] for p in pieces) == text
     texts = [p[0] for p in pieces]
     assert texts[0].startswith("one ") and texts[0].endswith(" ")
     assert 15 <= len(texts[0]) <= 25 and "<delegate>count</delegate>" in texts[2]
-    single = list(_split_turn(f"{CHECK_PHRASE} <delegate>q</delegate>", audio[: rate // 2], rate))
+    single = list(split_turn(f"{CHECK_PHRASE} <delegate>q</delegate>", audio[: rate // 2], rate))
     assert [(t, a.size) for t, a in single] == [
         (f"{CHECK_PHRASE} <delegate>q</delegate>", rate // 2)
     ]
@@ -510,6 +509,6 @@ def test_split_turn_gives_at_most_a_unit_of_audio_and_proportional_whole_words()
 def test_trim_silence_keeps_short_margins() -> None:
     rate = 24000
     audio = np.concatenate([np.zeros(rate), np.full(rate, 0.5), np.zeros(rate)]).astype(np.float32)
-    trimmed = _trim_silence(audio, rate)
+    trimmed = trim_silence(audio, rate)
     assert trimmed.size == rate + round(0.01 * rate) + round(0.04 * rate)
-    assert _trim_silence(np.zeros(100, np.float32), rate).size == 0
+    assert trim_silence(np.zeros(100, np.float32), rate).size == 0

@@ -14,10 +14,11 @@
   ``<backend>`` reply that arrived in ``unit.texts`` is spoken; otherwise the user's request
   is either delegated (``"Let me check."`` and a private ``<delegate>transcript</delegate>``,
   decided by a :data:`Delegator`) or acknowledged with a short template.
-* **Voice**: TTS (:func:`venus_ros.audio.tts.make_tts`, espeak-ng by default); a turn's audio
-  is synthesised when the turn starts and handed out at most one second per unit, the visible
-  text split across units in proportion to the audio (whole words; the private span travels
-  with the words before it).
+* **Voice**: the turn player (:class:`venus_ros.frontends.cascade.turns.TurnPlayer`) with TTS
+  (:func:`venus_ros.audio.tts.make_tts`, espeak-ng by default); a turn's audio is synthesised
+  when the turn starts (a generated reply's phrases as they are generated) and handed out at
+  most one second per unit, the visible text split across units in proportion to the audio
+  (whole words; the private span travels with the words before it).
 
 Rules of the duplex loop it obeys: one decision per unit; once speaking it returns to listening
 only with ``end_of_turn`` (a yield is ``LISTEN`` + ``end_of_turn`` with no speech, so the loop
@@ -50,7 +51,6 @@ import re
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -61,6 +61,7 @@ from venus_ros.core.frontend import Decision, Frontend, FrontendError, UnitOutpu
 from venus_ros.core.protocol import escape_tags
 from venus_ros.core.units import InputUnit
 from venus_ros.frontends.cascade.state import SessionState
+from venus_ros.frontends.cascade.turns import Turn, TurnPlayer
 
 if TYPE_CHECKING:
     from venus_ros.audio.aec import EchoCanceller
@@ -103,7 +104,6 @@ ACKNOWLEDGEMENTS = ("Okay.", "Sure.", "I see.", "Got it.", "Alright.")
 """Acknowledgement templates, used in this order, round robin."""
 
 _BACKEND = re.compile(r"<backend>(.*?)</backend>", re.DOTALL)
-_TOKEN = re.compile(r"\S+\s*")
 _EPS = 1e-9
 
 
@@ -518,16 +518,6 @@ class FloorStep:
 
 
 @dataclass
-class _Turn:
-    chunks: deque[tuple[str, np.ndarray]]
-    forced: bool
-    total16: float  # the turn's audio, in 16 kHz samples
-    intervals: list[list[float]]  # where its audio plays, mic samples [start, end)
-    source: Any = None  # a reply stream still producing words (Response.stream)
-    said: list[str] = field(default_factory=list)  # the text handed out so far
-
-
-@dataclass
 class _UnitAcc:
     probs: list[float]
     dbs: list[float]
@@ -615,6 +605,7 @@ class PolicyFrontend(Frontend):
 
         self._tts: Tts = _shared(("tts", tts), lambda: make_tts(tts))
         self.output_sample_rate = self._tts.output_rate
+        self._player = TurnPlayer(self._tts, self.max_unit_audio_s, self.stream_wait_s)
         self._vad_key = ("vad", self.vad_threshold)
         self._vad: SileroVad = _borrow(self._vad_key, self._new_vad)
         self._finalizers = [weakref.finalize(self, _give_back, self._vad_key, self._vad)]
@@ -1010,15 +1001,6 @@ class PolicyFrontend(Frontend):
             self.state.backend.popleft()
         return response
 
-    def _voice(self, text: str) -> np.ndarray:
-        """The trimmed TTS audio of ``text``'s visible words."""
-        from venus_ros.core.protocol import split_visible
-
-        visible, _ = split_visible(text)
-        blocks = list(self._tts.synthesize(visible)) if visible.strip() else []
-        rate = self.output_sample_rate
-        return _trim_silence(np.concatenate(blocks) if blocks else np.zeros(0), rate)
-
     def _begin(self, text: str, *, forced: bool, answers_user: bool, source: Any = None) -> None:
         """Start a turn (or, while speaking, replace the rest of it) voicing ``text``.
 
@@ -1026,55 +1008,18 @@ class PolicyFrontend(Frontend):
         (a backend reply does not: the user's newer speech still waits for its answer).
         ``source``: a reply stream whose phrases follow ``text`` as they are generated.
         """
-        audio = self._voice(text)
-        rate = self.output_sample_rate
-        chunk = max(1, round(self.max_unit_audio_s * rate))
-        chunks = _split_turn(text, audio, chunk) if audio.size or source is None else deque()
-        total16 = audio.size * SAMPLE_RATE / rate
-        if self.state.turn is not None:  # a scheduled turn continues the current one
-            if self.state.turn.source is not None:
-                self.state.turn.source.cancel()
-            self.state.turn.source = source
-            self.state.turn.chunks = chunks
-            self.state.turn.forced = forced
-            self.state.turn.total16 = total16 + sum(e - s for s, e in self.state.turn.intervals)
-        else:
-            self.state.turn = _Turn(chunks, forced, total16, [], source)
+        current = self.state.turn  # a scheduled turn continues the current one
+        self.state.turn = self._player.start(text, forced=forced, source=source, current=current)
+        if current is None:
             self.state.turn_overlap = 0
         if not answers_user:
             return
         self.state.forget_user_turn()
 
-    def _feed(self, turn: _Turn) -> None:
-        """Voice the phrases a streamed reply finished since the last unit (bounded wait)."""
-        wait = self.stream_wait_s if not turn.chunks else 0.0
-        text, done = turn.source.take(wait)
-        if done:
-            turn.source = None
-        if not text.strip():
-            return
-        text = text.strip() + " "  # words of later phrases stay apart
-        rate = self.output_sample_rate
-        audio = self._voice(text)
-        rest_text = "".join(t for t, _ in turn.chunks)
-        if rest_text and not rest_text.endswith(" "):
-            rest_text += " "
-        rest = [a for _, a in turn.chunks] + [audio]
-        chunk = max(1, round(self.max_unit_audio_s * rate))
-        turn.chunks = _split_turn(rest_text + text, np.concatenate(rest), chunk)
-        turn.total16 += audio.size * SAMPLE_RATE / rate
-
     def _emit(self, boundary: int, unit: InputUnit) -> UnitOutput:
         turn = self.state.turn
         assert turn is not None
-        if turn.source is not None:
-            self._feed(turn)
-        if turn.chunks:
-            text, audio = turn.chunks.popleft()
-        else:
-            text, audio = "", np.zeros(0, np.float32)
-        turn.said.append(text)
-        last = not turn.chunks and turn.source is None
+        text, audio, last = self._player.next_piece(turn)
         if audio.size:
             self._schedule_playback(boundary, audio, turn)
         if last:
@@ -1082,13 +1027,11 @@ class PolicyFrontend(Frontend):
             self._heard(turn, interrupted=False)
         return UnitOutput(Decision.SPEAK, text=text, audio=audio, end_of_turn=last)
 
-    def _heard(self, turn: _Turn, *, interrupted: bool) -> None:
+    def _heard(self, turn: Turn, *, interrupted: bool) -> None:
         """Tell the responder what was played of ``turn``."""
-        from venus_ros.core.protocol import split_visible
+        self.responder.heard(turn.heard_text(), interrupted)
 
-        self.responder.heard(" ".join(split_visible("".join(turn.said))[0].split()), interrupted)
-
-    def _schedule_playback(self, boundary: int, audio: np.ndarray, turn: _Turn) -> None:
+    def _schedule_playback(self, boundary: int, audio: np.ndarray, turn: Turn) -> None:
         rate = self.output_sample_rate
         length = audio.size * SAMPLE_RATE / rate
         start = max(float(boundary), self.state.play_end)
@@ -1186,53 +1129,6 @@ def _warm_asr(model: str) -> WhisperAsr:
     t = np.arange(SAMPLE_RATE // 2) / SAMPLE_RATE
     asr.transcribe((0.1 * np.sin(2 * np.pi * 220 * t)).astype(np.float32))
     return asr
-
-
-def _trim_silence(
-    audio: np.ndarray, rate: int, lead_s: float = 0.01, tail_s: float = 0.04
-) -> np.ndarray:
-    """Cut the engine's leading and trailing silence (below -50 dBFS), keeping short margins.
-
-    espeak-ng pads every sentence; untrimmed, "Let me check." needs a second unit and every
-    turn ends with dead air.
-    """
-    audio = np.asarray(audio, dtype=np.float32)
-    loud = np.flatnonzero(np.abs(audio) > 10 ** (-50 / 20))
-    if loud.size == 0:
-        return audio[:0].copy()
-    start = max(int(loud[0]) - round(lead_s * rate), 0)
-    end = min(int(loud[-1]) + 1 + round(tail_s * rate), audio.size)
-    return audio[start:end].copy()
-
-
-def _split_turn(text: str, audio: np.ndarray, chunk: int) -> deque[tuple[str, np.ndarray]]:
-    """Cut a turn into per-unit ``(text, audio)`` pieces of at most ``chunk`` samples.
-
-    The visible words go to the piece during whose audio they fall, by character position in
-    proportion to the audio (whole words); a private span goes with the word before it (or the
-    first piece). There is always at least one piece.
-    """
-    from venus_ros.core.protocol import split_visible
-
-    tokens: list[tuple[str, bool]] = []  # (token, is_private)
-    pos = 0
-    for match in re.finditer(r"<delegate>.*?</delegate>\s*", text, re.DOTALL):
-        tokens.extend((t, False) for t in _TOKEN.findall(text[pos : match.start()]))
-        tokens.append((match.group(), True))
-        pos = match.end()
-    tokens.extend((t, False) for t in _TOKEN.findall(text[pos:]))
-    count = max(1, math.ceil(audio.size / chunk))
-    visible_len = len(split_visible(text)[0]) or 1
-    texts = [""] * count
-    seen = 0
-    piece = 0
-    for token, private in tokens:
-        if not private:
-            piece = min(count - 1, seen * count // visible_len)
-            seen += len(token)
-        texts[piece] += token
-    pieces = deque((texts[i], audio[i * chunk : (i + 1) * chunk].copy()) for i in range(count))
-    return pieces
 
 
 # ---------------------------------------------------------------------------------------------
