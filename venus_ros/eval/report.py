@@ -317,8 +317,10 @@ def _headline_section(runs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _overlap_section(metrics: Mapping[str, Any]) -> list[str]:
     header = [
-        "category", "n", "scored", "not speaking", "errors", "respond", "resume", "stop",
-        "response rate", "continuation rate", "correct", "stop p50 / p90", "response p50 / p90",
+        "category", "n", "scored", "not speaking", "errors", "labels (respond / resume / "
+        "uncertain / unknown)", "acoustic (respond / resume / stop)", "response rate",
+        "continuation rate", "correct", "stop p50 / p90", "response p50 / p90",
+        "FDB double talk p50", "FDB response gap p50",
     ]  # fmt: skip
     rows = []
     for category in (*_OVERLAP, "all"):
@@ -333,12 +335,18 @@ def _overlap_section(metrics: Mapping[str, Any]) -> list[str]:
                 _num(block.get("scored", 0)),
                 _num(block.get("not_speaking", 0)),
                 _num(block.get("errors", 0)),
-                *(_num(outcomes.get(k, 0)) for k in ("respond", "resume", "stop")),
+                " / ".join(
+                    _num(block.get("labels", {}).get(k, 0))
+                    for k in ("respond", "resume", "uncertain", "unknown")
+                ),
+                " / ".join(_num(outcomes.get(k, 0)) for k in ("respond", "resume", "stop")),
                 _pct(block.get("response_rate")),
                 _pct(block.get("continuation_rate")),
                 _pct(block.get("correct_rate")),
                 f"{_sec(stop.get('p50'))} / {_sec(stop.get('p90'))}",
                 f"{_sec(resp.get('p50'))} / {_sec(resp.get('p90'))}",
+                _sec(block.get("fdb_stop_s", {}).get("p50")),
+                _sec(block.get("fdb_resp_s", {}).get("p50")),
             ]
         )
     return _table(header, rows)
