@@ -186,7 +186,7 @@ class SpeakerNode(ManagedNode):
                 self._timer.cancel()
                 self.destroy_timer(self._timer)
                 self._timer = None
-            if not self._closed:
+            if not self._closed and self.context.ok():  # after Ctrl-C nobody can hear acks
                 self._emit(self._queue.flush(self._session.now()))
 
     def teardown(self) -> None:
