@@ -402,3 +402,23 @@ def test_training_rejects_bad_arguments(tmp_path: Path) -> None:
         train_floor(0, tmp_path, n_per_category=1)
     with pytest.raises(ValueError, match="categories"):
         train_floor(0, tmp_path, categories=("tool_use",))
+
+
+def test_training_observes_through_the_echo_path_with_echo_cancellation(tmp_path: Path) -> None:
+    from venus_ros.eval.synth import synthesize
+    from venus_ros.training.floor import _run_teacher, _truth
+
+    suite = synthesize(
+        tmp_path / "suite", 1, 1_900_002, ["backchannel"], purpose="train", voices="espeak",
+        compact=True,
+    )  # fmt: skip
+    (sample,) = suite.samples
+    truth = _truth(sample, np.random.default_rng(0), False)
+    dry = _run_teacher(sample, truth, echo=True, echo_gain_db=-300.0)  # AEC, no echo heard
+    wet = _run_teacher(sample, truth, echo=True)
+    assert [r.t for r in dry] == [r.t for r in wet]  # the same boundaries and labels
+    assert [r.y_yield for r in dry] == [r.y_yield for r in wet]
+    speaking = [i for i, r in enumerate(dry) if r.speaking]
+    assert speaking
+    # the microphone heard the speaker: what the features saw while it played differs
+    assert any(not np.allclose(dry[i].acoustic, wet[i].acoustic) for i in speaking)

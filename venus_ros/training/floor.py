@@ -287,29 +287,44 @@ class _Teacher(FloorPolicy):
         return action
 
 
-def _run_teacher(sample: Any, truth: _Truth) -> list[Row]:
+def _run_teacher(
+    sample: Any, truth: _Truth, echo: bool = False, echo_gain_db: float | None = None
+) -> list[Row]:
+    """The teacher's rows for one sample; ``echo``: the microphone hears the speaker (the
+    evaluation's echo path, :data:`venus_ros.eval.runner.ECHO_DELAY_S` /
+    :data:`~venus_ros.eval.runner.ECHO_GAIN_DB`) and the frontend cancels it (AEC)."""
     from venus_ros.core.clock import FakeClock
     from venus_ros.core.session import SessionConfig, run_offline
     from venus_ros.frontends.policy import PolicyFrontend
 
     teacher = _Teacher(sample, truth)
-    frontend = PolicyFrontend(teacher, asr_partials=True)
+    frontend = PolicyFrontend(teacher, asr_partials=True, aec=echo)
     try:
         if sample.assistant_turns:
             frontend.schedule_turns([(t.start, t.text) for t in sample.assistant_turns])
         audio, rate = sample.load_audio()
         audio = np.concatenate([audio, np.zeros(round(TAIL_S * rate), np.float32)])
         config = SessionConfig(timeline_window_s=len(audio) / rate + 120.0)
-        run_offline(audio, rate, frontend, clock=FakeClock(), config=config)
+        if not echo:
+            run_offline(audio, rate, frontend, clock=FakeClock(), config=config)
+        else:
+            from venus_ros.eval import runner
+
+            watch = runner._Watch()
+            db = runner.ECHO_GAIN_DB if echo_gain_db is None else echo_gain_db
+            gain = 10.0 ** (db / 20.0)
+            mic = runner._echo_mic(audio, rate, config.chunk_ms, watch, runner.ECHO_DELAY_S, gain)
+            run_offline(mic, rate, frontend, clock=FakeClock(), config=config, on_start=watch.start)
     finally:
         frontend.close()
     return teacher.rows
 
 
 def collect_rows(
-    suite: Any, seed: int, folds: int, progress: bool = False
+    suite: Any, seed: int, folds: int, progress: bool = False, echo_share: float = 0.0
 ) -> tuple[list[Row], dict[str, int], set[str]]:
-    """Run the teacher over every sample.
+    """Run the teacher over every sample (a seeded ``echo_share`` of them through the echo
+    path with echo cancellation).
 
     Returns:
         The rows, each sample's cross-validation fold (stratified by category: a seeded
@@ -331,7 +346,9 @@ def collect_rows(
     bar = _bar(len(suite.samples), progress, "observing")
     for k, sample in enumerate(suite.samples):
         rng = np.random.default_rng([seed, 11, k])
-        rows.extend(_run_teacher(sample, _truth(sample, rng, sample.id in late)))
+        truth = _truth(sample, rng, sample.id in late)
+        echo = echo_share > 0 and bool(np.random.default_rng([seed, 13, k]).random() < echo_share)
+        rows.extend(_run_teacher(sample, truth, echo))
         if bar is not None:
             bar.update(1)
     if bar is not None:
@@ -660,6 +677,7 @@ def train_floor(
     categories: Sequence[str] = CATEGORIES,
     work_dir: Path | None = None,
     embedder: Any = None,
+    echo_share: float = 0.0,
 ) -> dict[str, Any]:
     """Synthesise training data, train the floor model, choose thresholds, export, report.
 
@@ -672,6 +690,8 @@ def train_floor(
         categories: Categories synthesised (a subset of :data:`CATEGORIES`).
         work_dir: Where the suite is written (default: a temporary folder, removed after).
         embedder: A sentence embedder (default: the packaged MiniLM, one thread).
+        echo_share: Share of the samples played through the echo path (the microphone hears
+            the speaker; the frontend cancels it), as a robot hears itself.
 
     Returns:
         The summary written to ``floor.json``.
@@ -710,7 +730,7 @@ def train_floor(
         )
         timings["synthesis_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        rows, fold_of, late = collect_rows(suite, seed, config.folds, progress)
+        rows, fold_of, late = collect_rows(suite, seed, config.folds, progress, echo_share)
         timings["observation_s"] = time.perf_counter() - t0
         audio_s = sum(s.duration_s for s in suite.samples)
         overlaps = {s.id: tuple(s.overlap) for s in suite.samples if s.overlap is not None}
