@@ -164,6 +164,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--out", type=Path, default=None, help="output folder (default: the package's models)"
     )
     floor.add_argument("--n", type=int, default=None, help="samples per category")
+    floor.add_argument(
+        "--echo-share",
+        type=float,
+        default=0.0,
+        help="share of samples heard through the echo path with echo cancellation (default 0)",
+    )
     floor.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     router = models.add_parser("router", help="the delegation router (~15 s)")
     router.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
@@ -481,6 +487,7 @@ def _train(args: argparse.Namespace) -> int:
         out,
         n_per_category=args.n or DEFAULT_N_PER_CATEGORY,
         progress=not args.no_progress,
+        echo_share=args.echo_share,
     )
     print(f"floor policy written to {out} ({summary.get('total_s', 0):.0f} s); see floor_report.md")
     return 0
