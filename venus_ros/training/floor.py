@@ -783,6 +783,7 @@ def train_floor(
         "suite_seed": suite_seed,
         "samples": len(suite.samples),
         "samples_per_category": n_per_category,
+        "echo_share": echo_share,
         "folds": config.folds,
         "audio_s": round(audio_s, 1),
         "boundaries": len(rows),
