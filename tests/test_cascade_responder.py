@@ -239,6 +239,11 @@ def test_spec_fills_the_typed_config() -> None:
     config = parse_spec("lm=openai,lm_model=big,lm_url=http://h/v1,lm_threads=2")
     assert (config.lm.kind, config.lm.model, config.lm.base_url) == ("openai", "big", "http://h/v1")
     assert parse_spec("") == CascadeConfig()
+    assert parse_spec("floor_model=/m/floor.onnx").floor_model == "/m/floor.onnx"
+    with pytest.raises(FrontendError, match=r"floor model '/nowhere\.onnx'"):
+        from venus_ros.frontends.cascade.frontend import load_parts
+
+        load_parts(floor_model="/nowhere.onnx")
     with pytest.raises(FrontendError, match="lm: unknown kind 'huge'"):
         parse_spec("lm=huge")
     with pytest.raises(FrontendError, match="needs a model name"):

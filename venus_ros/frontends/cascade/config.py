@@ -26,6 +26,7 @@ class CascadeConfig:
 
     Attributes:
         policy: Floor policy: ``"trained"`` or a baseline (``"vad-bargein"``, ``"never-yield"``).
+        floor_model: The trained policy's ONNX file (None: the committed model).
         router: Delegation router: ``"trained"`` or ``"all"`` (delegate every request).
         asr: Whisper transcripts of the user's utterances.
         asr_partials: Partial transcripts every step (None: what the floor policy asks for).
@@ -39,6 +40,7 @@ class CascadeConfig:
     """
 
     policy: Policy = "trained"
+    floor_model: str | None = None
     router: Router = "trained"
     asr: bool = True
     asr_partials: bool | None = None
@@ -79,14 +81,20 @@ def parse_spec(options: str) -> CascadeConfig:
 
     Options: ``asr``/``noasr``, ``aec``/``noaec``, ``partials``/``nopartials``,
     ``tts=ENGINE``, ``substeps=N``, ``policy=trained|vad-bargein|never-yield``,
-    ``router=trained|all``, ``lm=local|openai|none``, ``lm_model=NAME_OR_GGUF``,
-    ``lm_url=URL``, ``lm_key_env=VAR``, ``lm_threads=N``, ``lm_max_tokens=N``,
-    ``tools=PATH``, ``name=NAME``.
+    ``floor_model=PATH``, ``router=trained|all``, ``lm=local|openai|none``,
+    ``lm_model=NAME_OR_GGUF``, ``lm_url=URL``, ``lm_key_env=VAR``, ``lm_threads=N``,
+    ``lm_max_tokens=N``, ``tools=PATH``, ``name=NAME``.
 
     Raises:
         FrontendError: an unknown option or a bad value.
     """
-    values: dict[str, Any] = {"policy": str, "router": str, "tools": str, "name": str}
+    values: dict[str, Any] = {
+        "policy": str,
+        "floor_model": str,
+        "router": str,
+        "tools": str,
+        "name": str,
+    }
     values.update({key: conv for key, (_, conv) in _LM_KEYS.items()})
     kwargs, own = parse_options("cascade", options, values=values)
     lm_args = {_LM_KEYS[k][0]: v for k, v in own.items() if k in _LM_KEYS}

@@ -90,7 +90,9 @@ class CascadeParts:
     fallbacks: tuple[str, ...] = ()
 
 
-def load_parts(policy: str = "trained", router: str = "trained") -> CascadeParts:
+def load_parts(
+    policy: str = "trained", router: str = "trained", floor_model: str | None = None
+) -> CascadeParts:
     """The floor policy and the delegation router, with fallbacks when the trained ones are missing.
 
     Args:
@@ -98,6 +100,7 @@ def load_parts(policy: str = "trained", router: str = "trained") -> CascadeParts
             ``"vad-bargein"`` or ``"never-yield"``.
         router: ``"trained"`` (:class:`~venus_ros.frontends.cascade.router.DelegationRouter`)
             or ``"all"`` (:func:`~venus_ros.frontends.policy.delegate_all`).
+        floor_model: The trained policy's ONNX file (None: the committed model).
 
     Raises:
         FrontendError: an unknown policy or router name.
@@ -108,9 +111,11 @@ def load_parts(policy: str = "trained", router: str = "trained") -> CascadeParts
         try:
             from venus_ros.frontends.cascade.floor import load_floor_policy
 
-            floor = load_floor_policy()
+            floor = load_floor_policy(floor_model)
             policy_name = "trained"
         except (ImportError, OSError, ValueError, RuntimeError) as exc:
+            if floor_model is not None:  # asked for by name: no silent fallback
+                raise FrontendError(f"cascade: floor model {floor_model!r}: {exc}") from exc
             fallbacks.append(f"trained floor policy unavailable ({exc}); using vad-bargein")
             floor, policy_name = VadBargeIn(), "vad-bargein"
     elif policy == "vad-bargein":
@@ -215,7 +220,7 @@ def build_cascade(config: CascadeConfig | None = None) -> CascadeFrontend:
         FrontendError: a part cannot be built from the config.
     """
     config = config or CascadeConfig()
-    parts = load_parts(config.policy, config.router)
+    parts = load_parts(config.policy, config.router, config.floor_model)
     kwargs: dict[str, Any] = {"asr": config.asr, "aec": config.aec, "tts": config.tts}
     policy_substeps = getattr(parts.policy, "substeps", None)
     if config.substeps is not None:
