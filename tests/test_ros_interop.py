@@ -46,7 +46,15 @@ from venus_ros.nodes.camera import CameraNode
 from venus_ros.nodes.convert import audio_from_msg, audio_to_msg, frame_to_msg
 from venus_ros.nodes.frames import FramesNode
 from venus_ros.nodes.mic import MicNode
-from venus_ros.nodes.qos import INTEROP_QOS, SENSOR_AUDIO, SENSOR_IMAGE, TOPICS, reliable, topic
+from venus_ros.nodes.qos import (
+    INTEROP_QOS,
+    SENSOR_AUDIO,
+    SENSOR_IMAGE,
+    STATIC_LISTENER,
+    TOPICS,
+    reliable,
+    topic,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 START_S = 30.0
@@ -345,7 +353,7 @@ def test_static_frames_and_the_simulated_robot_in_tf(probe: Probe, tmp_path: Pat
     def on_static(msg: TFMessage) -> None:
         static.update({t.child_frame_id: t for t in msg.transforms if tag in t.child_frame_id})
 
-    probe.node.create_subscription(TFMessage, "/tf_static", on_static, INTEROP_QOS["/tf_static"])
+    probe.node.create_subscription(TFMessage, "/tf_static", on_static, STATIC_LISTENER)
     probe.node.create_subscription(
         TFMessage,
         "/tf",
@@ -427,7 +435,7 @@ def test_several_nodes_share_one_process_and_executor(tmp_path: Path) -> None:
     chunks: list[AudioChunk] = []
     static: list[TFMessage] = []
     listener.create_subscription(AudioChunk, TOPICS["audio_in"], chunks.append, SENSOR_AUDIO)
-    listener.create_subscription(TFMessage, "/tf_static", static.append, INTEROP_QOS["/tf_static"])
+    listener.create_subscription(TFMessage, "/tf_static", static.append, STATIC_LISTENER)
     executor = SingleThreadedExecutor(context=context)
     for node in (mic, frames, listener):
         executor.add_node(node)

@@ -49,6 +49,16 @@ LATCHED = QoSProfile(
 #: /tf_static as tf2_ros's static broadcaster offers it: reliable, transient local, depth 1.
 LATCHED_STATIC = LATCHED
 
+#: A /tf_static reader, as tf2_ros's static listener subscribes: transient local with a deep
+#: history. Every static broadcaster keeps one latched message and a reader of depth 1 keeps only
+#: the newest of them, so two broadcasters that match at once would lose one's frames.
+STATIC_LISTENER = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=100,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+
 TOPICS = {
     "audio_in": "audio/in",
     "image": "camera/image_raw",
