@@ -97,6 +97,34 @@ def test_floor_build_reproduces_the_committed_model(tmp_path: Path) -> None:
     assert any("sha256" in p for p in problems) and any("spec.yaml" in p for p in problems)
 
 
+def test_the_cascade_floor_policy_runs_the_built_engine_on_the_probed_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import venus_ros.engines.providers as providers
+    from venus_ros.frontends.cascade.floor import TrainedFloorPolicy
+
+    root = _root(tmp_path, "floor")
+    manifest = build_engine(root / "floor")
+    built = root / "floor" / "build" / manifest["variants"]["fp32"]["file"]
+    opened: list[Path] = []
+
+    def spy(model, **kwargs):  # the factory, recording what it opened
+        opened.append(Path(model))
+        return make_session(model, **kwargs)
+
+    monkeypatch.setattr(providers, "make_session", spy)
+    policy = TrainedFloorPolicy(built)
+    assert opened[0] == built  # (the MiniLM embedder, when built here, goes through it too)
+    assert policy._session.get_providers()[0] == probe_providers().best
+    x = np.random.default_rng(0).standard_normal((3, policy._session.get_inputs()[0].shape[1]))
+    reference = make_session(FloorNetwork().reference_file(), providers=[CPU])
+    name = policy._session.get_inputs()[0].name
+    feed = {name: x.astype(np.float32)}
+    np.testing.assert_allclose(
+        policy._session.run(None, feed)[0], reference.run(None, feed)[0], rtol=1e-6, atol=1e-6
+    )
+
+
 def test_minilm_build_matches_the_cascade_graph_and_passes_parity(tmp_path: Path) -> None:
     from venus_ros.frontends.cascade.embed import cached_model_path, model_files
 

@@ -564,8 +564,9 @@ class Embedder:
         cache_dir: str | Path | None = None,
         threads: int = 1,
     ) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
+
+        from venus_ros.engines.providers import make_session
 
         self.files = model_files(model_dir)
         self.variant = variant
@@ -579,13 +580,8 @@ class Embedder:
         tokenizer.enable_padding(pad_id=0 if pad_id is None else pad_id, pad_token="[PAD]")
         tokenizer.enable_truncation(max_length=self.files.max_seq_length)
         self._tokenizer = tokenizer
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self._session = ort.InferenceSession(
-            str(self.model_path), options, providers=["CPUExecutionProvider"]
-        )
+        # The engines' session factory: TensorRT -> CUDA -> CPU where usable (one probe).
+        self._session = make_session(self.model_path, threads=threads)
 
     def tokenize(self, texts: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Token ids and attention mask, ``[n, longest]`` int64, padded on the right."""

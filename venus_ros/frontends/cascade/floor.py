@@ -467,20 +467,16 @@ class TrainedFloorPolicy(FloorPolicy):
         start_threshold: float | None = None,
         yield_count: int | None = None,
     ) -> None:
-        import onnxruntime as ort
+        from venus_ros.engines.providers import make_session
 
         self.path = Path(path) if path is not None else MODEL_PATH
         if not self.path.is_file():
             raise FileNotFoundError(
                 f"floor model {self.path} not found; train it with `venus-ros train floor --seed S`"
             )
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
         try:
-            self._session = ort.InferenceSession(
-                str(self.path), options, providers=["CPUExecutionProvider"]
-            )
+            # The engines' session factory: TensorRT -> CUDA -> CPU where usable (one probe).
+            self._session = make_session(self.path, threads=1)
         except Exception as exc:  # onnxruntime raises its own types for a file it cannot read
             detail = " ".join(str(exc).split())[:200]
             raise ValueError(
