@@ -442,14 +442,9 @@ class OnnxChatLm:
         self.repetition_penalty = float(repetition_penalty)
         self.no_copy_ngram = int(no_copy_ngram)
         self.max_context = int(max_context)
-        import onnxruntime as ort
+        from venus_ros.engines.providers import CPU, make_session
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = int(threads)
-        options.inter_op_num_threads = 1
-        self._session = ort.InferenceSession(
-            str(self.model_path), options, providers=["CPUExecutionProvider"]
-        )
+        self._session = make_session(self.model_path, providers=[CPU], threads=int(threads))
         self._lock = threading.Lock()  # one generation at a time per session
         #: Tokens per second of the latest generation (decode steps only).
         self.last_tokens_per_s = 0.0
