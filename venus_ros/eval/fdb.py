@@ -47,10 +47,10 @@ from venus_ros.eval.scenario import (
     ScenarioError,
     Suite,
     check_within_audio,
+    input_duration,
     load_suite,
     parse_metadata,
     read_json,
-    wav_info,
 )
 
 __all__ = [
@@ -222,10 +222,7 @@ def load_fdb_suite(root: Path) -> Suite:
             sample = _v15_sample(sample_id, subset or "", folder)
         else:
             sample = _v1_sample(sample_id, folder)
-        info = wav_info(sample_id, folder / INPUT_WAV)
-        if info.frames == 0:
-            raise ScenarioError(sample_id, INPUT_WAV, f"{folder / INPUT_WAV} holds no samples")
-        check_within_audio(sample, info.frames / info.samplerate)
+        check_within_audio(sample, input_duration(sample_id, folder))
         samples.append(sample)
     if not samples:
         raise ScenarioError(str(root), METADATA_JSON, "no FDB sample folders found")

@@ -518,13 +518,23 @@ def load_sample(folder: Path) -> Sample:
     if not meta_path.is_file():
         raise ScenarioError(sample, METADATA_JSON, f"missing: {meta_path}")
     parsed = parse_metadata(sample, folder, read_json(sample, METADATA_JSON, meta_path))
+    duration = input_duration(sample, folder)
+    if (folder / CLEAN_WAV).exists():
+        wav_info(sample, folder / CLEAN_WAV)
+    check_within_audio(parsed, duration)
+    return parsed
+
+
+def input_duration(sample: str, folder: Path) -> float:
+    """Seconds of ``folder/input.wav`` (its header only).
+
+    Raises:
+        ScenarioError: the file is missing, unreadable, not mono or empty.
+    """
     info = wav_info(sample, folder / INPUT_WAV)
     if info.frames == 0:
         raise ScenarioError(sample, INPUT_WAV, f"{folder / INPUT_WAV} holds no samples")
-    if (folder / CLEAN_WAV).exists():
-        wav_info(sample, folder / CLEAN_WAV)
-    check_within_audio(parsed, info.frames / info.samplerate)
-    return parsed
+    return info.frames / info.samplerate
 
 
 #: Times may reach this far past the end of ``input.wav`` (rounding of hand-written times).
