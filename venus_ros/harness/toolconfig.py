@@ -604,17 +604,9 @@ def build_registry(
         if skipped:
             log.info("%s: %s may not call %s: not enabled", source, name, ", ".join(skipped))
         settings = dataclasses.replace(entry.tool_settings(name), tools=tuple(callable_names))
-        allowed = set(callable_names)
-
-        def fallback(query: str, allowed: set[str] = allowed) -> tuple[str, dict[str, Any]] | None:
-            picked = route(query)
-            return picked if picked is not None and picked[0] in allowed else None
-
+        # make_llm_tool runs the keyword router's pick only among the tools it offers
         built[name] = make_llm_tool(
-            settings,
-            list(plain.values()),
-            client=client_for(settings.llm),
-            fallback=fallback,
+            settings, list(plain.values()), client=client_for(settings.llm), fallback=route
         )
     tools = [built[name] for name in config.enabled]
     if not config.llm_names():  # the local planner runs requests that need several calls
