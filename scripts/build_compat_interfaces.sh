@@ -31,8 +31,8 @@ for pkg in audio_common_msgs tf2_msgs; do
   BUILD="$ROOT/build/compat/$pkg"
   STAMP="$BUILD/.venus_stamp"
   HASH=$({
-    (cd "$ROOT/compat_interfaces" && find "$pkg" pip_wheel_fix.cmake -type f -print0 \
-      | LC_ALL=C sort -z | xargs -0 sha256sum)
+    (cd "$ROOT" && find "compat_interfaces/$pkg" venus_interfaces/cmake/pip_wheel_fix.cmake \
+      -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
     sha256sum "$SCRIPT"
     echo "python=$PYTHON prefix=$PREFIX"
   } | sha256sum | cut -d' ' -f1)
