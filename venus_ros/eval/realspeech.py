@@ -53,6 +53,7 @@ from venus_ros.eval.synth import (
     room_noise,
     trim,
 )
+from venus_ros.eval.timing import to_16k
 
 __all__ = [
     "ASTERISK_DIR",
@@ -137,12 +138,6 @@ def cache_dir() -> Path:
     return Path(base) / "venus_ros" / "realspeech"
 
 
-def _resample(audio: np.ndarray, rate: int) -> np.ndarray:
-    from venus_ros.eval.timing import to_16k
-
-    return to_16k(np.asarray(audio, dtype=np.float32), rate)
-
-
 def _pyannote_files() -> tuple[bytes, str] | None:
     """The sample call's wav bytes and where they came from, or None."""
     try:
@@ -196,7 +191,7 @@ def clips() -> list[Clip]:
     found = _pyannote_files()
     if found is not None:
         audio, rate = sf.read(io.BytesIO(found[0]), dtype="float32", always_2d=True)
-        call = _resample(audio[:, 0], int(rate))
+        call = to_16k(audio[:, 0], int(rate))
         for category, start, end, text in _PYANNOTE_SPANS:
             piece = call[round(start * INPUT_RATE) : round(end * INPUT_RATE)]
             out.append(Clip(category, text, trim(piece), "pyannote-audio sample call", "MIT"))
@@ -211,7 +206,7 @@ def clips() -> list[Clip]:
                 Clip(
                     category,
                     texts[name],
-                    trim(_resample(audio[:, 0], int(rate))),
+                    trim(to_16k(audio[:, 0], int(rate))),
                     f"asterisk-core-sounds-en {name}",
                     "CC-BY-SA-3.0",
                 )
