@@ -31,7 +31,6 @@ import asyncio
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -45,7 +44,7 @@ from venus_ros.harness.tools import (
     ToolResult,
     _arithmetic,
 )
-from venus_ros.text.numbers import duration_s, quantities, seconds_until, time_of_day, to_digits
+from venus_ros.text.numbers import duration_s, quantities, seconds_to_time_said, to_digits
 from venus_ros.text.places import zone_in
 from venus_ros.text.repair import (
     ARITHMETIC_NOISE,
@@ -296,9 +295,8 @@ def _value_for(name: str, spec: Mapping[str, Any], segs: Sequence[str], required
         if re.search(r"second|duration|seconds", words):
             seconds = duration_s(segs)
             said = " ".join(segs)
-            at = time_of_day(said) if seconds is None and REMINDER_WORDS.search(said) else None
-            if at is not None:  # "remind me at 5 pm": the seconds until then
-                seconds = float(max(1, round(seconds_until(*at, datetime.now()))))
+            if seconds is None and REMINDER_WORDS.search(said):  # "remind me at 5 pm"
+                seconds = seconds_to_time_said(said)
             if seconds is None:
                 return None
             return int(seconds) if kind == "integer" or float(seconds).is_integer() else seconds

@@ -28,9 +28,8 @@ from jsonschema.exceptions import best_match
 from venus_ros.core.timeline import Kind, TimelineView
 from venus_ros.text.numbers import (
     duration_s,
-    seconds_until,
+    seconds_to_time_said,
     spoken_duration as spoken_duration,  # re-exported
-    time_of_day,
     to_digits,
 )
 from venus_ros.text.places import zone_in
@@ -527,8 +526,8 @@ def route(query: str) -> tuple[str, dict[str, Any]] | None:
             return "cancel_timer", args
         if seconds is None and _LIST_WORDS.search(lowered):
             return "list_timers", {}
-        if seconds is None and (at := time_of_day(query)) is not None:  # "remind me at 5 pm"
-            seconds = float(max(1, round(seconds_until(*at, datetime.now()))))
+        if seconds is None:  # "remind me at 5 pm"
+            seconds = seconds_to_time_said(query)
         if seconds is not None:
             return "timer", {"seconds": seconds}
     expression = _arithmetic(to_digits(query))

@@ -282,3 +282,11 @@ def seconds_until(hour: int, minute: int, now: datetime) -> float:
         best = wait if best is None else min(best, wait)
     assert best is not None
     return best
+
+
+def seconds_to_time_said(text: str) -> float | None:
+    """Whole seconds (at least 1) from now until the clock time said in ``text``
+    (:func:`time_of_day`, :func:`seconds_until`), or None when no time is said: when "remind me
+    at 5 pm" rings."""
+    at = time_of_day(text)
+    return None if at is None else float(max(1, round(seconds_until(*at, datetime.now()))))
