@@ -34,7 +34,7 @@ from std_msgs.msg import Header
 
 from venus_interfaces.msg import AudioChunk
 from venus_ros.core.units import InputError
-from venus_ros.nodes.convert import audio_from_msg, to_mono
+from venus_ros.nodes.convert import audio_from_msg, to_float, to_mono, to_pcm16
 from venus_ros.nodes.diagnostics import NodeDiagnostics
 from venus_ros.nodes.managed import ManagedNode
 from venus_ros.nodes.params import declare_config, reject_unknown_overrides
@@ -187,7 +187,7 @@ class AudioBridgeNode(ManagedNode):
         mono = self._resample(mono, rate)
         if mono.size == 0:
             return
-        pcm = np.clip(np.rint(mono * 32768.0), -32768, 32767).astype("<i2")
+        pcm = to_pcm16(mono)
         chunk = AudioChunk(
             header=msg.header,
             sample_rate=config.sample_rate,
@@ -216,14 +216,12 @@ class AudioBridgeNode(ManagedNode):
             samples, rate = audio_from_msg(msg)
         except InputError:
             return
-        audio = samples.astype(np.float32)
-        if samples.dtype == np.int16:
-            audio /= 32768.0
+        audio = to_float(samples)
         if STAMPED:
             out = speech_to_stamped(audio, rate, msg.header)
         else:
             out = audio_msgs.AudioDataStamped(header=msg.header)
-            pcm = np.clip(np.rint(audio * 32768.0), -32768, 32767).astype("<i2")
+            pcm = to_pcm16(audio)
             out.audio.data = pcm.tobytes()
         self._pub_out.publish(out)
         self.chunks_out += 1

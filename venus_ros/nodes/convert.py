@@ -77,6 +77,18 @@ def audio_from_msg(msg: AudioChunk, channel: int = -1) -> tuple[np.ndarray, int]
     return samples, int(msg.sample_rate)
 
 
+def to_float(samples: np.ndarray) -> np.ndarray:
+    """float32 samples of int16 (scaled by 1/32768) or float samples (not copied if float32)."""
+    if samples.dtype == np.int16:
+        return samples.astype(np.float32) / 32768.0
+    return samples.astype(np.float32, copy=False)
+
+
+def to_pcm16(audio: np.ndarray) -> np.ndarray:
+    """Little-endian int16 of float samples in [-1, 1] (scaled by 32768, rounded, clipped)."""
+    return np.clip(np.rint(audio * 32768.0), -32768, 32767).astype("<i2")
+
+
 def audio_to_msg(
     samples: np.ndarray,
     sample_rate: int,

@@ -37,7 +37,7 @@ from venus_ros.audio.io import PyAudioPlayback, WavSink
 from venus_ros.core.clock import Clock, MonotonicClock
 from venus_ros.core.playback import PlaybackAck, PlaybackQueue, SpeechChunk
 from venus_ros.core.units import InputError
-from venus_ros.nodes.convert import ack_to_msg, audio_from_msg
+from venus_ros.nodes.convert import ack_to_msg, audio_from_msg, to_float
 from venus_ros.nodes.diagnostics import NodeDiagnostics
 from venus_ros.nodes.managed import ManagedNode
 from venus_ros.nodes.params import declare_config, reject_unknown_overrides
@@ -234,10 +234,7 @@ class SpeakerNode(ManagedNode):
                     f"{self.config.sample_rate} Hz"
                 )
                 return
-            if samples.dtype == np.int16:
-                audio = samples.astype(np.float32) / 32768.0
-            else:
-                audio = samples.astype(np.float32, copy=False)
+            audio = to_float(samples)
             if not np.isfinite(audio).all():
                 self._drop(f"chunk for unit {unit} has non-finite samples")
                 return
