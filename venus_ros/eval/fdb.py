@@ -104,18 +104,16 @@ def _sample_folders(root: Path) -> list[tuple[str | None, Path]]:
     def children(p: Path) -> list[Path]:
         return sorted(c for c in p.iterdir() if c.is_dir() and not c.name.startswith("."))
 
+    def is_sample(p: Path) -> bool:
+        return _is_v15_sample(p) or _is_v1_sample(p)
+
     subset = root.name if root.name in CATEGORY_OF_SUBSET else None
     for child in children(root):
-        if _is_v15_sample(child) or _is_v1_sample(child):
+        if is_sample(child):
             found.append((subset, child))
-        elif child.name in CATEGORY_OF_SUBSET or any(
-            _is_v15_sample(g) or _is_v1_sample(g) for g in children(child)
-        ):
-            found += [
-                (child.name if child.name in CATEGORY_OF_SUBSET else None, g)
-                for g in children(child)
-                if _is_v15_sample(g) or _is_v1_sample(g)
-            ]
+        else:
+            inner = child.name if child.name in CATEGORY_OF_SUBSET else None
+            found += [(inner, g) for g in children(child) if is_sample(g)]
     return found
 
 
