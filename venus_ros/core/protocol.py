@@ -297,6 +297,10 @@ class SpanParser:
         if max_query_chars < 1:
             raise ValueError(f"max_query_chars must be >= 1, got {max_query_chars}")
         self._max_chars = max_query_chars
+        self._span: Channel | None = None
+        self._orphan: Channel | None = None
+        self._content_len = 0
+        self._pending = ""
         self.reset()
 
     @property
@@ -322,11 +326,10 @@ class SpanParser:
         reset is remembered as quarantined (its continuation must stay private), and
         held-back text (a tag perhaps cut in two) is kept, exactly as at a turn end.
         """
-        open_span = getattr(self, "_span", None)
-        self._orphan: Channel | None = open_span or getattr(self, "_orphan", None)
-        self._orphan_chars = getattr(self, "_content_len", 0) if open_span else 0
-        self._pending = getattr(self, "_pending", "")
-        self._span: Channel | None = None
+        open_span = self._span
+        self._orphan = open_span or self._orphan
+        self._orphan_chars = self._content_len if open_span else 0
+        self._span = None
         self._content: list[str] = []
         self._content_len = 0
         self._discarding = False
