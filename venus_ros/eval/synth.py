@@ -409,10 +409,6 @@ _OPS: tuple[tuple[str, str], ...] = (
 )
 
 
-#: The two parts of every phrase family and of the voices.
-SPLITS: tuple[str, ...] = ("train", "eval")
-
-
 @dataclass(frozen=True)
 class Families:
     """One part (``train`` or ``eval``) of every phrase family (templates and lexicons) and of
