@@ -52,6 +52,7 @@ from venus_ros.harness.tools import (
     ToolResult,
 )
 from venus_ros.text.numbers import say_duration, spoken_duration
+from venus_ros.text.speech import and_list
 
 #: How late a job may ring after a harness restart before it is MISSED instead.
 LATE_MAX_S = 300.0
@@ -424,7 +425,7 @@ def timer_tools(schedule: Schedule) -> tuple[Tool, Tool, Tool]:
         parts = [f"the {j.name} with {say_duration(j.due_t - now)} left" for j in jobs]
         head = "You have one timer:" if len(jobs) == 1 else f"You have {len(jobs)} timers:"
         return ToolResult(
-            f"{head} {_and(parts)}.",
+            f"{head} {and_list(parts)}.",
             {"jobs": [{"job_id": j.id, "label": j.label, "due_t": j.due_t} for j in jobs]},
         )
 
@@ -441,7 +442,7 @@ def timer_tools(schedule: Schedule) -> tuple[Tool, Tool, Tool]:
         rest = [j for j in jobs if j.id != job.id]
         text = f"Okay, I cancelled the {job.name}."
         if rest:
-            text += f" Still set: {_and([j.name for j in rest])}."
+            text += f" Still set: {and_list([j.name for j in rest])}."
         return ToolResult(text, {"job_id": job.id, "remaining": [j.id for j in rest]})
 
     return (
@@ -471,7 +472,3 @@ def timer_tools(schedule: Schedule) -> tuple[Tool, Tool, Tool]:
             cancellable=False,
         ),
     )
-
-
-def _and(items: Sequence[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

@@ -20,6 +20,8 @@ from datetime import datetime, timedelta
 
 from text_to_num import alpha2digit
 
+from venus_ros.text.speech import and_list
+
 #: Unit words -> seconds.
 UNITS: dict[str, int] = {
     "second": 1, "seconds": 1, "sec": 1, "secs": 1,
@@ -189,25 +191,26 @@ def duration_s(segments: str | Sequence[str]) -> float | None:
 def spoken_duration(seconds: float) -> str:
     """``90`` -> ``"1 minute 30 second"``, ``600`` -> ``"10 minute"``: a duration as the words
     of a label ("a 10 minute timer")."""
-    whole = round(seconds)
-    parts = []
-    for unit, size in (("hour", 3600), ("minute", 60), ("second", 1)):
-        count, whole = divmod(whole, size)
-        if count:
-            parts.append(f"{count} {unit}")
-    return " ".join(parts) or f"{seconds:g} second"
+    return " ".join(f"{count} {unit}" for count, unit in _hms(round(seconds))) or (
+        f"{seconds:g} second"
+    )
 
 
 def say_duration(seconds: float) -> str:
     """``90`` -> ``"1 minute and 30 seconds"``, ``600`` -> ``"10 minutes"``: a duration as
     spoken in a sentence ("it rings in 10 minutes")."""
-    whole = max(1, round(seconds))
+    parts = _hms(max(1, round(seconds)))
+    return and_list([f"{count} {unit}" + ("s" if count != 1 else "") for count, unit in parts])
+
+
+def _hms(whole: int) -> list[tuple[int, str]]:
+    """The non-zero hours, minutes and seconds of ``whole`` seconds, largest first."""
     parts = []
     for unit, size in (("hour", 3600), ("minute", 60), ("second", 1)):
         count, whole = divmod(whole, size)
         if count:
-            parts.append(f"{count} {unit}" + ("s" if count != 1 else ""))
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+            parts.append((count, unit))
+    return parts
 
 
 _CLOCK_TIME = re.compile(

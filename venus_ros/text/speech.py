@@ -10,12 +10,14 @@ One cleaner for everything that is said aloud (TTS, and the harness's spoken rep
 - :func:`split_sentences` cuts cleaned text into sentences (abbreviation-aware), long ones at
   clauses, for streaming synthesis or for keeping the first few.
 - :func:`shorten` cuts text to a length at a word boundary, ending with "…".
+- :func:`and_list` joins items as spoken: "a, b and c".
 """
 
 from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 
 from venus_ros.core.protocol import split_visible
 
@@ -222,3 +224,9 @@ def shorten(text: str, limit: int) -> str:
     if space > limit // 2:
         cut = cut[:space]
     return cut.rstrip(" ,;:-") + "…"
+
+
+def and_list(items: Sequence[str]) -> str:
+    """``["a", "b", "c"]`` -> ``"a, b and c"``; one item stays as it is (``items`` is not
+    empty)."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
