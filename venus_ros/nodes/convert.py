@@ -96,16 +96,17 @@ def audio_to_msg(
     stamp: Time,
     frame_id: str = "",
     unit_index: int = 0,
+    encoding: str = AudioChunk.ENCODING_PCM_F32LE,
 ) -> AudioChunk:
-    """A float32 mono AudioChunk (pcm_f32le)."""
+    """A mono AudioChunk: float32 (pcm_f32le, the default) or int16 (pcm_s16le) samples."""
     msg = AudioChunk()
     msg.header = Header(stamp=stamp, frame_id=frame_id)
     msg.sample_rate = int(sample_rate)
     msg.channels = 1
-    msg.encoding = AudioChunk.ENCODING_PCM_F32LE
+    msg.encoding = encoding
     msg.first_sample = int(first_sample)
     msg.unit_index = int(unit_index)
-    msg.data = np.ascontiguousarray(samples, dtype="<f4").tobytes()
+    msg.data = np.ascontiguousarray(samples, dtype=_DTYPES[encoding]).tobytes()
     return msg
 
 

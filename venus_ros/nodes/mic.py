@@ -32,10 +32,10 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.duration import Duration
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from rclpy.timer import Timer
-from std_msgs.msg import Header
 
 from venus_interfaces.msg import AudioChunk
 from venus_ros.audio.io import AFTER_END, AudioBlock, PyAudioCapture, WavSource
+from venus_ros.nodes.convert import audio_to_msg
 from venus_ros.nodes.diagnostics import NodeDiagnostics
 from venus_ros.nodes.managed import ManagedNode
 from venus_ros.nodes.params import declare_config, reject_unknown_overrides
@@ -89,19 +89,6 @@ class MicConfig:
         if self.source.startswith("file:") and self.source[5:].strip():
             return self.source[5:].strip()
         return None
-
-
-def chunk_to_msg(block: AudioBlock, sample_rate: int, stamp: Time, frame_id: str) -> AudioChunk:
-    """A pcm_s16le mono AudioChunk for an int16 block."""
-    msg = AudioChunk()
-    msg.header = Header(stamp=stamp, frame_id=frame_id)
-    msg.sample_rate = int(sample_rate)
-    msg.channels = 1
-    msg.encoding = AudioChunk.ENCODING_PCM_S16LE
-    msg.first_sample = int(block.first_sample)
-    msg.unit_index = 0
-    msg.data = np.ascontiguousarray(block.samples, dtype="<i2").tobytes()
-    return msg
 
 
 class MicNode(ManagedNode):
@@ -243,8 +230,16 @@ class MicNode(ManagedNode):
             )
 
     def _send(self, samples: np.ndarray, rate: int, stamp: Time) -> None:
-        block = AudioBlock(self._next_sample, samples)
-        self._publisher.publish(chunk_to_msg(block, rate, stamp, self.config.frame_id))
+        self._publisher.publish(
+            audio_to_msg(
+                samples,
+                rate,
+                self._next_sample,
+                stamp,
+                frame_id=self.config.frame_id,
+                encoding=AudioChunk.ENCODING_PCM_S16LE,
+            )
+        )
         self._next_sample += int(samples.shape[0])
         self.chunks_published += 1
 
