@@ -242,14 +242,14 @@ def _run(
                     f"({exc})",
                     frontend.output_sample_rate,
                 )
-        watch = _Watch()
         mic: np.ndarray | Iterator[np.ndarray] = audio
+        hear: Callable[[SessionResult], None] | None = None
         if echo:
-            gain = 10.0 ** (echo_gain_db / 20.0)
-            mic = _echo_mic(audio, rate, config.chunk_ms, watch, echo_delay_s, gain)
+            mic, hear = echo_input(audio, rate, config.chunk_ms, echo_delay_s, echo_gain_db)
 
         def started(session: SessionResult) -> None:
-            watch.start(session)
+            if hear is not None:
+                hear(session)
             harness.attach(session)
 
         session = run_offline(
@@ -339,6 +339,21 @@ class _Watch:
 
 def _end(piece: tuple[float, np.ndarray], rate: int) -> int:
     return round(piece[0] * rate) + len(piece[1])
+
+
+def echo_input(
+    audio: np.ndarray,
+    rate: int,
+    chunk_ms: int,
+    delay_s: float = ECHO_DELAY_S,
+    gain_db: float = ECHO_GAIN_DB,
+) -> tuple[Iterator[np.ndarray], Callable[[SessionResult], None]]:
+    """The microphone of a robot that hears its own speaker: the frames of ``audio`` plus the
+    played output ``delay_s`` earlier at ``gain_db`` (:func:`_echo_mic`), and the ``on_start``
+    hook of :func:`~venus_ros.core.session.run_offline` that lets them read the playback."""
+    watch = _Watch()
+    gain = 10.0 ** (gain_db / 20.0)
+    return _echo_mic(audio, rate, chunk_ms, watch, delay_s, gain), watch.start
 
 
 def _echo_mic(

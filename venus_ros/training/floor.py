@@ -310,11 +310,9 @@ def _run_teacher(
         else:
             from venus_ros.eval import runner
 
-            watch = runner._Watch()
             db = runner.ECHO_GAIN_DB if echo_gain_db is None else echo_gain_db
-            gain = 10.0 ** (db / 20.0)
-            mic = runner._echo_mic(audio, rate, config.chunk_ms, watch, runner.ECHO_DELAY_S, gain)
-            run_offline(mic, rate, frontend, clock=FakeClock(), config=config, on_start=watch.start)
+            mic, hear = runner.echo_input(audio, rate, config.chunk_ms, gain_db=db)
+            run_offline(mic, rate, frontend, clock=FakeClock(), config=config, on_start=hear)
     finally:
         frontend.close()
     return teacher.rows
