@@ -434,19 +434,23 @@ class Responder:
             return None
         transcript = " ".join(request.transcript.split())
         if (transcript or not request.asr) and self.delegator(transcript):
-            query = transcript
-            if self.query_of is not None and transcript:
-                query = self.query_of(transcript) or transcript
-            query = escape_tags(_cut(" ".join(query.split()), self.max_query_chars))
-            if not query:
-                query = (
-                    f"the user's request from {request.start_s:.2f} s to "
-                    f"{request.end_s:.2f} s (no transcript)"
-                )
-            return Response(self.check_phrase, "delegate", query)
+            return Response(self.check_phrase, "delegate", self._query(request, transcript))
         ack = self.acknowledgements[self._next_ack % len(self.acknowledgements)]
         self._next_ack += 1
         return Response(ack, "ack")
+
+    def _query(self, request: UserRequest, transcript: str) -> str:
+        """The delegated query: the cleaned transcript, cut at a word, escaped."""
+        query = transcript
+        if self.query_of is not None and transcript:
+            query = self.query_of(transcript) or transcript
+        query = escape_tags(_cut(" ".join(query.split()), self.max_query_chars))
+        if not query:
+            query = (
+                f"the user's request from {request.start_s:.2f} s to "
+                f"{request.end_s:.2f} s (no transcript)"
+            )
+        return query
 
 
 def _cut(text: str, limit: int) -> str:

@@ -651,20 +651,3 @@ class CascadeResponder(Responder):
             reply = self.acknowledgements[self._next_ack % len(self.acknowledgements)]
             self._next_ack += 1
         return Response(reply, "ack")
-
-    def _query(self, request: UserRequest, transcript: str) -> str:
-        """The delegated query: the cleaned transcript, cut at a word, escaped."""
-        query = transcript
-        if self.query_of is not None and transcript:
-            query = self.query_of(transcript) or transcript
-        query = " ".join(query.split())
-        if len(query) > self.max_query_chars:
-            cut = query.rfind(" ", 0, self.max_query_chars + 1)
-            query = query[: cut if cut > 0 else self.max_query_chars]
-        query = escape_tags(query)
-        if not query:
-            query = (
-                f"the user's request from {request.start_s:.2f} s to {request.end_s:.2f} s "
-                "(no transcript)"
-            )
-        return query
