@@ -190,8 +190,7 @@ class DuplexLoop:
         self._on_delivery = on_delivery
         self._chunks: dict[int, SpeechChunk] = {}
         self._heard_samples: dict[int, int] = {}
-        self._heard: dict[int, list[str]] = {}
-        self._heard_chars: dict[int, int] = {}
+        self._heard: dict[int, str] = {}
 
     # ------------------------------------------------------------------ other threads
     def offer_backend(self, reply: BackendReply) -> None:
@@ -268,15 +267,11 @@ class DuplexLoop:
     def _note_heard(self, turn_id: int, text: str) -> None:
         """Keep ``text`` as heard in ``turn_id``, within the per-turn and turn-count bounds."""
         if turn_id not in self._heard:
-            self._heard[turn_id] = []
-            self._heard_chars[turn_id] = 0
+            self._heard[turn_id] = ""
             while len(self._heard) > MAX_HEARD_TURNS:
-                oldest = min(self._heard)
-                del self._heard[oldest], self._heard_chars[oldest]
-        room = MAX_HEARD_CHARS - self._heard_chars[turn_id]
-        if room > 0:
-            self._heard[turn_id].append(text[:room])
-            self._heard_chars[turn_id] += len(text[:room])
+                del self._heard[min(self._heard)]
+        kept = self._heard[turn_id]
+        self._heard[turn_id] = kept + text[: max(0, MAX_HEARD_CHARS - len(kept))]
 
     def heard_text(self, turn_id: int | None = None) -> str:
         """What the user has heard of one turn (or of all turns, joined), by playback acks.
@@ -286,7 +281,7 @@ class DuplexLoop:
         """
         with self._lock:
             turns = [turn_id] if turn_id is not None else sorted(self._heard)
-            return " ".join("".join(self._heard.get(t, [])).strip() for t in turns).strip()
+            return " ".join(self._heard.get(t, "").strip() for t in turns).strip()
 
     # ------------------------------------------------------------------ foreground
     def prepare(self, system_prompt: str = "", ref_audio: np.ndarray | None = None) -> None:
