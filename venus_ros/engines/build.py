@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from venus_ros.engines.networks import NETWORKS, Network, get_network
 from venus_ros.engines.providers import CPU, make_session, probe_providers
-from venus_ros.engines.recipes import RecipeSpec, run_recipe
+from venus_ros.engines.recipes import RecipeSpec, run_recipe, sha256_file
 
 __all__ = [
     "MANIFEST",
@@ -327,7 +327,7 @@ def verify_engine(folder: Path) -> list[str]:
             f"{name}: does not match its recorded sha256"
             for name, entry in manifest.get("outputs", {}).items()
             if not (folder / "build" / name).is_file()
-            or hashlib.sha256((folder / "build" / name).read_bytes()).hexdigest() != entry["sha256"]
+            or sha256_file(folder / "build" / name) != entry["sha256"]
         ]
     problems = []
     if manifest["spec_sha256"] != _sha256((folder / SPEC).read_bytes()):

@@ -322,7 +322,8 @@ def extract_backbone(checkpoint: Path, out: Path, prefix: str = "llm.") -> dict[
     return {"tensors": tensors, "bytes": copied, "config": qwen3}
 
 
-def _sha256_file(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """The SHA-256 of a file, read in 8 MiB pieces (recipe outputs can be gigabytes)."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(8 << 20):
@@ -379,7 +380,7 @@ def run_recipe(
         if result.returncode != 0:
             raise RuntimeError(f"recipe step {step.name!r} failed ({result.returncode})")
     outputs = {
-        str(p.relative_to(out)): {"bytes": p.stat().st_size, "sha256": _sha256_file(p)}
+        str(p.relative_to(out)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
         for p in sorted(out.rglob("*"))
         if p.is_file() and "work" not in p.relative_to(out).parts and p.name != "manifest.json"
     }
@@ -387,7 +388,7 @@ def run_recipe(
         **plan,
         "checkpoint": {
             "path": str(checkpoint),
-            "config_sha256": _sha256_file(checkpoint / "config.json"),
+            "config_sha256": sha256_file(checkpoint / "config.json"),
             "backbone_tensors": extracted.get("tensors"),
             "backbone_bytes": extracted.get("bytes"),
         },
