@@ -62,6 +62,7 @@ from venus_ros.core.protocol import escape_tags
 from venus_ros.core.units import InputUnit
 from venus_ros.frontends.cascade.state import SessionState
 from venus_ros.frontends.cascade.turns import Turn, TurnPlayer
+from venus_ros.text.speech import to_speech
 
 if TYPE_CHECKING:
     from venus_ros.audio.aec import EchoCanceller
@@ -87,6 +88,7 @@ __all__ = [
     "delegate_all",
     "frame_pitch_hz",
     "make_policy_frontend",
+    "speakable",
 ]
 
 SAMPLE_RATE = 16000
@@ -425,9 +427,7 @@ class Responder:
     def respond(self, request: UserRequest | None, backend: str | None = None) -> Response | None:
         """The response to a backend reply or a user request; None if there is neither."""
         if backend is not None:
-            from venus_ros.audio.tts import clean_for_speech
-
-            spoken = escape_tags(clean_for_speech(backend))
+            spoken = speakable(backend)
             if spoken:
                 return Response(spoken, "backend")
         if request is None:
@@ -451,6 +451,11 @@ class Responder:
                 f"{request.end_s:.2f} s (no transcript)"
             )
         return query
+
+
+def speakable(text: str) -> str:
+    """``text`` as the words to speak (:func:`venus_ros.text.speech.to_speech`), tags escaped."""
+    return escape_tags(to_speech(text))
 
 
 def _cut(text: str, limit: int) -> str:
@@ -692,8 +697,6 @@ class PolicyFrontend(Frontend):
                 text that is empty or has nothing speakable; naming the turn.
             RuntimeError: called after the session's first unit.
         """
-        from venus_ros.audio.tts import clean_for_speech
-
         if self.state.units_seen:
             raise RuntimeError(
                 "schedule_turns: call it before the first unit of the session "
@@ -722,7 +725,7 @@ class PolicyFrontend(Frontend):
                 )
             if not isinstance(text, str) or not text.strip():
                 raise ValueError(f"schedule_turns: turn {i} (start {start} s) has empty text")
-            spoken = escape_tags(clean_for_speech(text))
+            spoken = speakable(text)
             if not spoken:
                 raise ValueError(
                     f"schedule_turns: turn {i} (start {start} s) has nothing speakable: {text!r}"

@@ -39,13 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from venus_ros.core.protocol import escape_tags
 from venus_ros.frontends.policy import (
     Delegator,
     Responder,
     Response,
     UserRequest,
     delegate_all,
+    speakable,
 )
 from venus_ros.text.repair import is_filler_only
 
@@ -204,12 +204,6 @@ class Conversation:
 # ---------------------------------------------------------------------------------------------
 
 
-def _speakable(text: str) -> str:
-    from venus_ros.audio.tts import clean_for_speech
-
-    return escape_tags(clean_for_speech(text))
-
-
 _LIVE: set[ReplyStream] = set()
 _LIVE_LOCK = threading.Lock()
 
@@ -359,7 +353,7 @@ class ReplyStream:
             done = self._done and self._taken >= len(self._text)
         if done:
             raw = _cut_sentences(raw, self._text, self.max_sentences)
-        spoken = _speakable(raw)
+        spoken = speakable(raw)
         if done and not spoken and not self._gave:
             spoken = self.fallback
         self._gave = self._gave or bool(spoken)
