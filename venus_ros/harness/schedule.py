@@ -200,7 +200,7 @@ class Schedule:
         with self._lock:
             self._db.execute(
                 f"INSERT INTO schedule ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*_values(job),),
+                _values(job),
             )
         return job
 
