@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from venus_ros.core.protocol import split_visible
+
 if TYPE_CHECKING:
     from venus_ros.audio.tts import Tts
 
@@ -50,8 +52,6 @@ class Turn:
 
     def heard_text(self) -> str:
         """The visible words handed out so far (private spans removed)."""
-        from venus_ros.core.protocol import split_visible
-
         return " ".join(split_visible("".join(self.said))[0].split())
 
 
@@ -78,8 +78,6 @@ class TurnPlayer:
 
     def voice(self, text: str) -> np.ndarray:
         """The trimmed TTS audio of ``text``'s visible words."""
-        from venus_ros.core.protocol import split_visible
-
         visible, _ = split_visible(text)
         blocks = list(self.tts.synthesize(visible)) if visible.strip() else []
         return trim_silence(np.concatenate(blocks) if blocks else np.zeros(0), self.rate)
@@ -158,8 +156,6 @@ def split_turn(text: str, audio: np.ndarray, chunk: int) -> deque[tuple[str, np.
     proportion to the audio (whole words); a private span goes with the word before it (or the
     first piece). There is always at least one piece.
     """
-    from venus_ros.core.protocol import split_visible
-
     tokens: list[tuple[str, bool]] = []  # (token, is_private)
     pos = 0
     for match in re.finditer(r"<delegate>.*?</delegate>\s*", text, re.DOTALL):
