@@ -519,7 +519,7 @@ class OnnxChatLm:
                     ban(seen[-n:])
                 yield token
                 pairs = zip(names[1:], outs[1:], strict=True)
-                feeds = {n.replace("present", "past"): v for n, v in pairs}
+                feeds = {name.replace("present", "past"): v for name, v in pairs}
                 feeds["input_ids"] = np.asarray([[token]], dtype=np.int64)
             if len(seen) > 1:
                 self.last_tokens_per_s = (len(seen) - 1) / max(time.perf_counter() - first, 1e-9)
