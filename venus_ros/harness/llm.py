@@ -59,7 +59,7 @@ import openai
 from venus_ros.core.protocol import escape_tags
 from venus_ros.core.timeline import Kind, TimelineView
 from venus_ros.harness.polish import polish
-from venus_ros.harness.secrets import scrub
+from venus_ros.harness.secrets import env_secrets, scrub
 from venus_ros.harness.tools import (
     ArgumentError,
     Tool,
@@ -390,8 +390,10 @@ class LlmClient:
         """The reply without the key or anything secret-shaped: its text and every tool call's
         name and arguments (replacements keep JSON valid: they hold no quote or backslash)."""
 
+        secrets = env_secrets()  # read once for the whole reply
+
         def clean(text: str) -> str:
-            return scrub(self._redact(clean_text(text)))
+            return scrub(self._redact(clean_text(text)), secrets)
 
         calls = tuple(
             ToolCall(call.id, clean(call.name), clean(call.arguments)) for call in reply.tool_calls
