@@ -37,7 +37,7 @@ from venus_ros.core.units import InputError
 from venus_ros.nodes.convert import audio_from_msg, to_float, to_mono, to_pcm16
 from venus_ros.nodes.diagnostics import NodeDiagnostics
 from venus_ros.nodes.managed import ManagedNode
-from venus_ros.nodes.params import declare_config, reject_unknown_overrides
+from venus_ros.nodes.params import declare_config, reject_unknown_overrides, tunable
 from venus_ros.nodes.qos import TOPICS, qos_for, topic
 from venus_ros.nodes.runtime import run_node
 
@@ -60,14 +60,7 @@ class AudioBridgeConfig:
     """Parameters of audio_bridge_node."""
 
     sample_rate: int = field(default=16000, metadata={"help": "rate of audio/in, Hz"})
-    channel: int = field(
-        default=-1,
-        metadata={
-            "help": "input channel to use; -1 = the mean of all channels",
-            "tunable": True,
-            "range": (-1, 63),
-        },
-    )
+    channel: int = tunable(-1, "input channel to use; -1 = the mean of all channels", -1, 63)
     publish_speech: bool = field(
         default=True, metadata={"help": "republish audio/out on assistant/audio"}
     )

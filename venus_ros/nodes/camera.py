@@ -46,7 +46,7 @@ from venus_ros.core.errors import DeviceError
 from venus_ros.nodes.convert import frame_to_msg
 from venus_ros.nodes.diagnostics import NodeDiagnostics
 from venus_ros.nodes.managed import ManagedNode
-from venus_ros.nodes.params import declare_config, reject_unknown_overrides
+from venus_ros.nodes.params import declare_config, reject_unknown_overrides, tunable
 from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
 
@@ -65,10 +65,7 @@ class CameraConfig:
         metadata={"help": '"device" (a camera, see `device`) or "file:PATH" (a video file)'},
     )
     device: int = field(default=0, metadata={"help": "camera index (/dev/videoN)"})
-    rate_hz: float = field(
-        default=5.0,
-        metadata={"help": "publish rate, 0 < rate_hz <= 60", "tunable": True, "range": (0.1, 60.0)},
-    )
+    rate_hz: float = tunable(5.0, "publish rate, 0 < rate_hz <= 60", 0.1, 60.0)
     width: int = field(default=640, metadata={"help": "published width (px); 0 = as captured"})
     height: int = field(default=480, metadata={"help": "published height (px); 0 = as captured"})
     loop: bool = field(default=True, metadata={"help": "restart a video file at its end"})
@@ -80,14 +77,7 @@ class CameraConfig:
     publish_compressed: bool = field(
         default=True, metadata={"help": "publish camera/image_raw/compressed (JPEG)"}
     )
-    jpeg_quality: int = field(
-        default=80,
-        metadata={
-            "help": "JPEG quality of the compressed images",
-            "tunable": True,
-            "range": (1, 100),
-        },
-    )
+    jpeg_quality: int = tunable(80, "JPEG quality of the compressed images", 1, 100)
     camera_info_url: str = field(
         default="",
         metadata={"help": "camera_info_manager YAML (file:///path or a path); '' = uncalibrated"},

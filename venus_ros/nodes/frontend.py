@@ -58,7 +58,7 @@ from venus_ros.frontends import make_frontend, resolve_spec
 from venus_ros.nodes import convert
 from venus_ros.nodes.diagnostics import NodeDiagnostics
 from venus_ros.nodes.managed import ManagedNode
-from venus_ros.nodes.params import declare_config, reject_unknown_overrides
+from venus_ros.nodes.params import declare_config, reject_unknown_overrides, tunable
 from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
 
@@ -90,13 +90,8 @@ class FrontendNodeConfig:
             "still offered; later ones are dropped as stale (and reported so), s"
         },
     )
-    harness_timeout_s: float = field(
-        default=2.0,
-        metadata={
-            "help": "no harness heartbeat for this long: harness is down, s",
-            "tunable": True,
-            "range": (0.1, 60.0),
-        },
+    harness_timeout_s: float = tunable(
+        2.0, "no harness heartbeat for this long: harness is down, s", 0.1, 60.0
     )
     image_transport: str = field(
         default="raw",

@@ -3,11 +3,11 @@
 Each field of a node's config dataclass becomes one ROS parameter with the field's default, type
 and help text (``field(metadata={"help": ...})``). Structural parameters (what is opened, loaded
 or wired) are read-only: ``ros2 param set`` refuses them with rclpy's "read-only" reason. A field
-marked ``metadata={"tunable": True, "range": (lo, hi)}`` (or named in ``declare_config``'s
-``tunable`` argument, for configs defined outside the nodes) can be set at run time: its
-descriptor carries the range, a set is refused when it is out of range or when the config's own
-validation (``__post_init__``) rejects the new value, and an accepted set replaces
-``node.config`` with a new frozen config and calls the node's ``on_change``.
+marked ``metadata={"tunable": True, "range": (lo, hi)}`` (what :func:`tunable` writes; or named
+in ``declare_config``'s ``tunable`` argument, for configs defined outside the nodes) can be set
+at run time: its descriptor carries the range, a set is refused when it is out of range or when
+the config's own validation (``__post_init__``) rejects the new value, and an accepted set
+replaces ``node.config`` with a new frozen config and calls the node's ``on_change``.
 
 Overrides that name no declared parameter are an error, so a misspelled key in a node's own
 section of a YAML file (``/**/mic_node:``) stops the node with a clear message instead of being
@@ -53,6 +53,13 @@ _process_args: list[str] = list(sys.argv)
 
 #: A tunable field's range: (low, high), both inclusive.
 Range = tuple[float, float]
+
+
+def tunable(default: Any, text: str, low: float, high: float) -> Any:
+    """A config field with help ``text`` that can be set at run time within ``[low, high]``."""
+    return dataclasses.field(
+        default=default, metadata={"help": text, "tunable": True, "range": (low, high)}
+    )
 
 
 class ConfigError(ValueError):

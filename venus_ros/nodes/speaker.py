@@ -40,7 +40,7 @@ from venus_ros.core.units import InputError
 from venus_ros.nodes.convert import ack_to_msg, audio_from_msg, to_float
 from venus_ros.nodes.diagnostics import NodeDiagnostics
 from venus_ros.nodes.managed import ManagedNode
-from venus_ros.nodes.params import declare_config, reject_unknown_overrides
+from venus_ros.nodes.params import declare_config, reject_unknown_overrides, tunable
 from venus_ros.nodes.qos import TOPICS, qos_for
 from venus_ros.nodes.runtime import run_node
 
@@ -64,13 +64,8 @@ class SpeakerConfig:
         default=24000, metadata={"help": "playback rate, Hz; chunks at another rate are dropped"}
     )
     block_ms: int = field(default=20, metadata={"help": "playback/ack period, ms (5..100)"})
-    volume: float = field(
-        default=1.0,
-        metadata={
-            "help": "gain applied to what the sink plays (acks count samples)",
-            "tunable": True,
-            "range": (0.0, 2.0),
-        },
+    volume: float = tunable(
+        1.0, "gain applied to what the sink plays (acks count samples)", 0.0, 2.0
     )
 
     def __post_init__(self) -> None:
