@@ -288,3 +288,24 @@ def test_the_sdk_client_completes_a_session_with_the_cascade() -> None:
     assert audio_bytes > 16000 and text.strip()  # the cascade answered with speech
     assert closed is not None  # a clean session.closed, not a failure
     assert stats.sessions == 1 and stats.frontend_errors == 0 and stats.bad_frames == 0
+
+
+def test_error_events_never_carry_a_secret(tmp_path, monkeypatch, caplog) -> None:
+    from websockets.sync.client import connect
+
+    monkeypatch.setenv("VENUS_TEST_API_KEY", "k3y-that-must-stay-home")
+    script = load_script(write_script(tmp_path))
+
+    class Failing(ScriptedFrontend):
+        def prepare(self, *args, **kwargs) -> None:
+            raise RuntimeError("model server said: bad key k3y-that-must-stay-home")
+
+    caplog.set_level("DEBUG")
+    with ServerThread(lambda: Failing(script), ServeConfig(port=0)) as server:
+        url = server.url + "/v1/realtime?mode=audio&model=m"
+        with connect(url, subprotocols=["map.realtime"]) as ws:
+            assert json.loads(ws.recv(5))["type"] == "session.queue_done"
+            ws.send(_frame("session.init", payload={}))
+            event = json.loads(ws.recv(5))
+    assert event["type"] == "error" and event["error"]["code"] == "frontend_unavailable"
+    assert "k3y-that-must-stay-home" not in json.dumps(event) + caplog.text

@@ -51,6 +51,7 @@ from websockets.http11 import Request, Response
 
 from venus_ros.core.frontend import Decision, Frontend, UnitOutput
 from venus_ros.core.protocol import PrivateSpan, SpanParser, VisibleText
+from venus_ros.core.secrets import scrub
 from venus_ros.core.units import InputUnit, VideoFrame
 from venus_ros.frontends.remote.codec import WireError, decode_f32, decode_jpeg, encode_f32
 from venus_ros.frontends.remote.link import MAX_SAMPLES
@@ -175,7 +176,8 @@ def _select_subprotocol(ws: ServerConnection, offered: Any) -> Any:
 
 
 def _error(code: str, message: str) -> str:
-    return json.dumps({"type": "error", "error": {"code": code, "message": message}})
+    """An ``error`` event; its message is scrubbed (exception text may quote a secret)."""
+    return json.dumps({"type": "error", "error": {"code": code, "message": scrub(message)}})
 
 
 class _Session:
@@ -532,7 +534,7 @@ class RealtimeServer:
             else:
                 frontend = await loop.run_in_executor(None, self.factory)
         except Exception as exc:
-            log.error("serve: cannot build the frontend: %s", exc)
+            log.error("serve: cannot build the frontend: %s", scrub(str(exc)))
             await ws.send(_error("frontend_unavailable", f"cannot build the frontend: {exc}"))
             return
         session = _Session(self, ws, frontend)
