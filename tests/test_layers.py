@@ -34,9 +34,9 @@ FORBIDDEN = (
     "piper",
 )
 
-#: The one module of the layered packages that may import rclpy: the ROS action and service
-#: tool adapters (the before-stop hook skips files matching ``/ros_`` for the same reason).
-ROS_ADAPTERS = ("venus_ros/harness/ros_tools.py",)
+#: Modules of the layered packages that may import rclpy: none. The ROS action and service tool
+#: adapters live with the ROS glue (``venus_ros/ros/tools.py``), outside the layered packages.
+ROS_ADAPTERS: tuple[str, ...] = ()
 
 
 def layered_dirs() -> list[Path]:

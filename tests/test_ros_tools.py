@@ -31,7 +31,10 @@ from venus_interfaces.action import Delegate
 from venus_ros.core.clock import MonotonicClock
 from venus_ros.core.timeline import TimelineView
 from venus_ros.harness.progress import progress_to, report_progress
-from venus_ros.harness.ros_tools import (
+from venus_ros.harness.runner import ALREADY_DONE_NOTE, HarnessRunner
+from venus_ros.harness.tasks import Task, TaskState
+from venus_ros.harness.tools import Tool, ToolError, ToolRegistry
+from venus_ros.ros.tools import (
     CANCEL_WAIT_S,
     FieldMap,
     convert,
@@ -42,9 +45,6 @@ from venus_ros.harness.ros_tools import (
     render,
     ros_tool_factory,
 )
-from venus_ros.harness.runner import ALREADY_DONE_NOTE, HarnessRunner
-from venus_ros.harness.tasks import Task, TaskState
-from venus_ros.harness.tools import Tool, ToolError, ToolRegistry
 
 S = TaskState
 WAIT_S = 10.0
@@ -661,7 +661,7 @@ def test_report_progress_is_a_no_op_without_a_listener() -> None:
 
 
 def test_a_newly_seen_server_is_given_time_to_settle_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from venus_ros.harness import ros_tools
+    from venus_ros.ros import tools as ros_tools
 
     slept: list[float] = []
 

@@ -1,8 +1,8 @@
 """The background loop (the Harness): delegated tasks, their lifecycle, tools and polishing.
 
-Pure Python: nothing here imports rclpy (``tests/test_layers.py`` enforces it) except
-:mod:`.ros_tools`, the ROS action and service tools, which only the ROS side imports. The ROS
-action server that feeds it lives in :mod:`venus_ros.nodes.harness`.
+Pure Python: nothing here imports rclpy (``tests/test_layers.py`` enforces it, with no
+exception). The ROS action and service tools live with the ROS glue (:mod:`venus_ros.ros.tools`),
+and the ROS action server that feeds the runner in :mod:`venus_ros.nodes.harness`.
 
 - :mod:`.tasks`: :class:`~.tasks.Task` and the lifecycle of its :class:`~.tasks.TaskState`.
 - :mod:`.tools`: :class:`~.tools.Tool`, the built-in tools, :class:`~.tools.ToolRegistry` and
@@ -14,5 +14,4 @@ action server that feeds it lives in :mod:`venus_ros.nodes.harness`.
 - :mod:`.llm`: an OpenAI-compatible chat-completions client, planning loop and LLM polishing.
 - :mod:`.journal`: the crash-safe task journal (SQLite, WAL) and ``venus-ros tasks`` listing.
 - :mod:`.progress`: how a running tool reports progress (a context variable per tool task).
-- :mod:`.ros_tools`: ROS 2 actions and services as tools (imports rclpy).
 """

@@ -606,7 +606,7 @@ class HarnessNode(ManagedNode):
 
     def _ros_tool(self, name: str, entry: RosToolEntry) -> Tool:
         """Builds a ros_action / ros_service tool from its config entry, owned by this node."""
-        from venus_ros.harness.ros_tools import ros_tool_factory
+        from venus_ros.ros.tools import ros_tool_factory
 
         return ros_tool_factory(self, callback_group=self._group)(name, entry)
 

@@ -1,4 +1,4 @@
-"""ROS 2 actions and services as Harness tools: the one module of the harness that imports rclpy.
+"""ROS 2 actions and services as Harness tools: the ROS glue the harness node gives its runner.
 
 :func:`make_ros_action_tool` and :func:`make_ros_service_tool` turn any action or service named
 in config into a :class:`~venus_ros.harness.tools.Tool`. The interface type is imported by name
