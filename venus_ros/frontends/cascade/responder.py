@@ -166,14 +166,26 @@ class Conversation:
 
     max_turns: int = 8
     turns: deque[tuple[str, str, bool]] = field(default_factory=deque)
+    #: What the assistant's latest turn still held when it ended ('' when it played out).
+    unheard: str = ""
 
     def reset(self) -> None:
         """Forget everything (a new session)."""
         self.turns.clear()
+        self.unheard = ""
 
-    def add(self, role: Literal["user", "assistant"], text: str, interrupted: bool = False) -> None:
-        """Append one turn (blank text is ignored)."""
+    def add(
+        self,
+        role: Literal["user", "assistant"],
+        text: str,
+        interrupted: bool = False,
+        unheard: str = "",
+    ) -> None:
+        """Append one turn (blank text is ignored); ``unheard``: an assistant turn's words
+        that were not played."""
         text = " ".join(text.split())
+        if role == "assistant":
+            self.unheard = " ".join(unheard.split()) if interrupted else ""
         if not text:
             return
         self.turns.append((role, text, interrupted))
@@ -317,6 +329,12 @@ class ReplyStream:
     def cancel(self) -> None:
         """Stop generating (at the next token)."""
         self._cancel.set()
+
+    def pending(self) -> str:
+        """The speakable text generated but not yet taken (what was about to be said)."""
+        with self._cond:
+            raw = self._text[self._taken :]
+        return speakable(_cut_sentences(raw, self._text, self.max_sentences))
 
     def _ready(self) -> int:
         """End of the text that can be handed out: finished phrases (all of it when done)."""
@@ -556,9 +574,10 @@ class CascadeResponder(Responder):
 
     # -- hooks the turn player calls -----------------------------------------------------------
 
-    def heard(self, text: str, interrupted: bool) -> None:
-        """The assistant's turn ended; ``text`` is what was played of it."""
-        self.conversation.add("assistant", text, interrupted)
+    def heard(self, text: str, interrupted: bool, unheard: str = "") -> None:
+        """The assistant's turn ended; ``text`` is what was played of it, ``unheard`` what it
+        was still about to say (kept as context for a question about the answer)."""
+        self.conversation.add("assistant", text, interrupted, unheard)
         if text.strip():
             self._last_spoken = " ".join(text.split())
 

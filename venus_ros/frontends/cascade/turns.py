@@ -54,6 +54,15 @@ class Turn:
         """The visible words handed out so far (private spans removed)."""
         return " ".join(split_visible("".join(self.said))[0].split())
 
+    def unheard_text(self) -> str:
+        """The visible words the turn still held: pieces not handed out, then the words its
+        stream generated but had not yet handed over (what the assistant was about to say)."""
+        rest = "".join(t for t, _ in self.chunks)
+        pending = getattr(self.source, "pending", None) if self.source is not None else None
+        if callable(pending):
+            rest += " " + str(pending())
+        return " ".join(split_visible(rest)[0].split())
+
 
 class TurnPlayer:
     """Voices turns and hands them out one unit's piece at a time.
