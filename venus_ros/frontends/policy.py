@@ -416,9 +416,10 @@ class Responder:
         """Start the acknowledgement rotation over."""
         self._next_ack = 0
 
-    def heard(self, text: str, interrupted: bool) -> None:
+    def heard(self, text: str, interrupted: bool, unheard: str = "") -> None:
         """An assistant turn ended; ``text`` is what was played of it (``interrupted``: the
-        turn was given up before its end). The default keeps no history."""
+        turn was given up before its end; ``unheard``: the words it still held, what the
+        assistant was about to say). The default keeps no history."""
 
     def prepare(self, request: UserRequest) -> None:
         """A final transcript arrived while listening: a responder may start working on its
@@ -1036,7 +1037,7 @@ class PolicyFrontend(Frontend):
 
     def _heard(self, turn: Turn, *, interrupted: bool) -> None:
         """Tell the responder what was played of ``turn``."""
-        self.responder.heard(turn.heard_text(), interrupted)
+        self.responder.heard(turn.heard_text(), interrupted, turn.unheard_text())
 
     def _schedule_playback(self, boundary: int, audio: np.ndarray, turn: Turn) -> None:
         rate = self.output_sample_rate
