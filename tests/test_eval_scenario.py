@@ -12,9 +12,11 @@ import soundfile as sf
 
 from venus_ros.eval.scenario import (
     CATEGORIES,
+    IDLE_CATEGORIES,
     INPUT_RATE,
     OVERLAP_CATEGORIES,
     AssistantTurn,
+    IdleSpeech,
     ScenarioError,
     ToolCall,
     ToolSpec,
@@ -41,6 +43,8 @@ def valid_metadata(category: str) -> dict[str, Any]:
     if category == "tool_use":
         data["expected_tool_calls"] = [{"name": "timer", "arguments": {"seconds": 600}}]
         data["tools"] = ["timer", "clock"]
+    if category in IDLE_CATEGORIES:
+        data["idle"] = {"start": 0.1, "end": 0.4, "text": "Sam, dinner!", "kind": "vocative"}
     return data
 
 
@@ -77,6 +81,11 @@ def test_valid_metadata_per_category(tmp_path: Path, category: str) -> None:
         assert sample.overlap is None and sample.expected is None
         assert sample.assistant_turns == ()
     assert sample.needs_delegation is (True if category == "delegation" else None)
+    if category in IDLE_CATEGORIES:
+        assert sample.idle == IdleSpeech(0.1, 0.4, "Sam, dinner!", "vocative")
+        assert sample.followups() == (Turn(0.5, 1.5, "hello there"),)
+    else:
+        assert sample.idle is None and sample.followups() == ()
     if category == "tool_use":
         assert sample.expected_tool_calls == (ToolCall("timer", {"seconds": 600}),)
         assert sample.tools == ("timer", "clock")
@@ -99,7 +108,25 @@ def _with(base: str, **changes: Any) -> dict[str, Any]:
     return meta
 
 
+_IDLE = {"start": 0.1, "end": 0.4, "text": "x", "kind": "tv"}
+
 BROKEN: list[tuple[str, Any, str, str]] = [
+    ("idle_missing", _without("background_idle", "idle"), "idle", "missing"),
+    ("idle_not_object", _with("background_idle", idle=[0, 1]), "idle", "JSON object"),
+    (
+        "idle_no_kind",
+        _with("background_idle", idle={"start": 0.1, "end": 0.4, "text": "x"}),
+        "idle.kind",
+        "missing",
+    ),
+    (
+        "idle_bad_kind",
+        _with("background_idle", idle={**_IDLE, "kind": "radio"}),
+        "idle.kind",
+        "must be one of",
+    ),
+    ("idle_empty", _with("background_idle", idle={**_IDLE, "end": 0.1}), "idle.end", "after"),
+    ("idle_negative", _with("background_idle", idle={**_IDLE, "start": -1}), "idle.start", ">= 0"),
     ("no_category", {"turns": []}, "category", "missing"),
     ("bad_category", _with("pause", category="laughter"), "category", "must be one of"),
     ("int_category", _with("pause", category=3), "category", "must be one of"),
@@ -406,6 +433,11 @@ def test_bad_input_from_issue_13_gives_clear_errors(tmp_path: Path) -> None:
     write_raw(tmp_path / "late2", late)
     with pytest.raises(ScenarioError, match=r"overlap\[1\].*past the end"):
         load_sample(tmp_path / "late2")
+    idle = valid_metadata("background_idle")
+    idle["idle"] = {"start": 1.0, "end": 2.5, "text": "news", "kind": "tv"}
+    write_raw(tmp_path / "late3", idle)
+    with pytest.raises(ScenarioError, match=r"idle\.end.*past the end"):
+        load_sample(tmp_path / "late3")
 
 
 def test_clean_audio_is_the_file_or_the_input_without_the_overlap(tmp_path: Path) -> None:

@@ -15,12 +15,21 @@ import soundfile as sf
 
 from venus_ros.audio.tts import piper_available
 from venus_ros.core.errors import DeviceError
-from venus_ros.eval.scenario import CATEGORIES, INPUT_RATE, OVERLAP_CATEGORIES, Sample, Suite
+from venus_ros.eval.scenario import (
+    CATEGORIES,
+    IDLE_CATEGORIES,
+    INPUT_RATE,
+    OVERLAP_CATEGORIES,
+    Sample,
+    Suite,
+)
 from venus_ros.eval.synth import (
     ASSISTANT_TEXTS,
     ESPEAK_VOICES,
     FAMILIES,
     GATE_DB,
+    IDLE_GAP_S,
+    IDLE_SILENCE_S,
     NOISE_DBFS,
     PIPER_VOICE,
     SEED_RANGES,
@@ -53,7 +62,7 @@ def test_same_seed_same_bytes_other_seed_other_bytes(suite: Suite, tmp_path: Pat
     again = synthesize(tmp_path / "again", 1, SEED, voices="espeak")
     first = digest(suite.root)
     # input.wav + metadata.json per sample, tools.json (no noise: no clean_input.wav)
-    assert len(first) == 8 * 2 + 1
+    assert len(first) == len(CATEGORIES) * 2 + 1
     assert digest(again.root) == first
     other = synthesize(tmp_path / "other", 1, SEED + 1, voices="espeak")
     changed = {k for k, v in digest(other.root).items() if first.get(k) != v}
@@ -113,7 +122,11 @@ def _spans(sample: Sample) -> list[tuple[float, float]]:
     if sample.category == "background":
         assert sample.overlap is not None
         return [sample.overlap]
-    return [(t.start, t.end) for t in sample.turns]
+    spans = [(t.start, t.end) for t in sample.turns]
+    if sample.category == "background_idle":
+        assert sample.idle is not None
+        spans.append((sample.idle.start, sample.idle.end))
+    return spans
 
 
 def test_every_category_turn_times_are_where_the_speech_is(suite: Suite) -> None:
@@ -171,6 +184,63 @@ def test_pause_turn_taking_and_delegation(suite: Suite, tmp_path: Path) -> None:
     labels = synthesize(tmp_path / "d", 6, 77, ["delegation"], voices="espeak")
     assert sorted(s.needs_delegation for s in labels.samples) == [False] * 3 + [True] * 3
     assert len({s.turns[0].text for s in labels.samples}) == 6
+
+
+def test_idle_samples(tmp_path: Path) -> None:
+    """Idle speech while the assistant is silent; half the samples then ask a real request."""
+    made = {
+        split: synthesize(
+            tmp_path / split, 6, seed, list(IDLE_CATEGORIES), split=split, voices="espeak"
+        )
+        for split, seed in (("eval", 31), ("train", SEED_RANGES["train"].start + 31))
+    }
+    for split, suite in made.items():
+        fam = FAMILIES[split]
+        requests = set(fam.questions) | set(fam.delegate_yes)
+        for category in IDLE_CATEGORIES:
+            samples = suite.by_category(category)
+            assert len(samples) == 6
+            assert sum(bool(s.followups()) for s in samples) == 3  # half and half
+            for sample in samples:
+                idle = sample.idle
+                assert idle is not None and not sample.assistant_turns
+                assert sample.expected is None and sample.overlap is None
+                audio, rate = sample.load_audio()
+                remark = audio[round(idle.start * rate) : round(idle.end * rate)]
+                level = active_rms_dbfs(remark)
+                user = sample.extra["level_dbfs"] + sample.extra.get("gain_db", 0.0)
+                if category == "other_directed_idle":
+                    assert idle.kind in ("vocative", "side")
+                    assert sample.turns[0].text == idle.text
+                    assert (sample.turns[0].start, sample.turns[0].end) == (idle.start, idle.end)
+                    said = idle.text
+                    assert said in fam.side_comments + fam.phone_talk or any(
+                        said == v.format(name=n) for v in fam.vocatives for n in fam.other_names
+                    )
+                    assert 0.0 <= user - level <= 3.0 + 0.5
+                else:
+                    assert idle.kind in ("talker", "tv")
+                    assert idle.text in fam.background_talk + fam.background_tv
+                    assert all(t.start >= idle.end for t in sample.turns)  # not the user's
+                    assert sample.extra["background_voice"] != sample.extra["voice"]
+                    assert 5.0 - 0.5 <= user - level <= 20.0 + 0.5
+                followups = sample.followups()
+                if followups:
+                    (request,) = followups
+                    assert request.text in requests
+                    assert IDLE_GAP_S[0] <= request.start - idle.end <= IDLE_GAP_S[1] + FRAME_S
+                    assert sample.duration_s - request.end >= 3.0 - 1e-3
+                else:
+                    assert sample.duration_s - idle.end >= IDLE_SILENCE_S - 1e-3
+                # round trip through the format
+                again = json.loads((sample.folder / "metadata.json").read_text(encoding="utf-8"))
+                assert again["idle"]["text"] == idle.text
+
+
+def test_short_commands_are_interruptions_in_both_parts() -> None:
+    for split in ("train", "eval"):
+        short = [p for p in FAMILIES[split].interruptions if len(p.split()) <= 3]
+        assert len(short) >= 6, split
 
 
 def test_tool_use_calls_are_valid_and_normalised(tmp_path: Path) -> None:
@@ -331,6 +401,8 @@ def test_neural_voice_is_deterministic_or_refused(tmp_path: Path) -> None:
 
 
 REF = Path(__file__).parent / "data" / "eval_ref"
+#: The categories of the reference suite (the idle categories came later; 3 MB budget).
+REF_CATEGORIES = tuple(c for c in CATEGORIES if c not in IDLE_CATEGORIES)
 #: Metadata keys that depend only on the seed and the phrase banks (not on the audio).
 CONTENT_KEYS = (
     "category",
@@ -353,7 +425,7 @@ def test_reference_suite_shape() -> None:
 
     ref = load_suite(REF)
     assert len(ref.samples) == 16
-    for category in CATEGORIES:
+    for category in REF_CATEGORIES:
         assert len(ref.by_category(category)) == 2, category
     assert (REF / "tools.json").is_file() and {t.name for t in ref.tools} >= {"timer", "clock"}
     assert sorted(s.needs_delegation for s in ref.by_category("delegation")) == [False, True]
@@ -367,9 +439,14 @@ def test_reference_suite_shape() -> None:
 
 def test_reference_suite_is_what_its_readme_call_makes(tmp_path: Path) -> None:
     readme = (REF / "README.md").read_text(encoding="utf-8")
-    call = 'synthesize("tests/data/eval_ref", n=2, seed=15, voices="espeak", compact=True)'
+    call = (
+        'synthesize("tests/data/eval_ref", n=2, seed=15, categories=REF_CATEGORIES, '
+        'voices="espeak", compact=True)'
+    )
     assert call in readme
-    again = synthesize(tmp_path / "ref", n=2, seed=15, voices="espeak", compact=True)
+    again = synthesize(
+        tmp_path / "ref", n=2, seed=15, categories=REF_CATEGORIES, voices="espeak", compact=True
+    )
     ref = {
         p.name: json.loads((p / "metadata.json").read_text(encoding="utf-8"))
         for p in REF.iterdir()

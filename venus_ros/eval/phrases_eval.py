@@ -80,6 +80,15 @@ INTERRUPTIONS: tuple[str, ...] = (
     "Hold on, is there a version without gluten?",
     "Sorry, can you spell the name of the street?",
     "Wait, what happens if I'm late?",
+    # short commands
+    "Wait wait.",
+    "Hang on.",
+    "No, stop.",
+    "Enough.",
+    "Stop there.",
+    "Hold up.",
+    "Shh, wait.",
+    "Not now, stop.",
 )
 
 #: Names for remarks aimed at someone else (an open list, disjoint from the training names).
@@ -118,6 +127,16 @@ SIDE_COMMENTS: tuple[str, ...] = (
     "Whoops, I dropped a spoon.",
     "Wait, is that the neighbour's car alarm?",
     "Goodness, it's cold in here.",
+)
+
+#: One side of a phone call in the room (idle samples).
+PHONE_TALK: tuple[str, ...] = (
+    "No, Mum, I'll ring you after dinner.",
+    "Sure, put me down for two tickets.",
+    "He's fine, just a bit of a cold.",
+    "Is that so? I had no idea they moved.",
+    "Right, I'll be there by half past.",
+    "Can you hear me now? The signal is terrible.",
 )
 
 BACKGROUND_TALK: tuple[str, ...] = (

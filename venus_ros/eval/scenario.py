@@ -19,6 +19,10 @@ are ignored. ``metadata.json`` keys (see ``docs/eval-format.md``):
 * ``tools`` (list of str, optional): the tool names offered.
 * ``assistant_turns`` (list of ``{"start", "text"}``, optional): the assistant is made to be
   speaking ``text`` from ``start``.
+* ``idle`` (``{"start", "end", "text", "kind"}``): required for :data:`IDLE_CATEGORIES`: speech
+  not addressed to the assistant while it is silent (a remark to another person, a second
+  talker, a television); ``kind`` is one of :data:`IDLE_KINDS`. Any user turn after it is a
+  real request to the assistant.
 
 Unknown keys are kept in :attr:`Sample.extra` and otherwise ignored. The parser is strict about
 the keys it knows: a missing required key, a wrong type, a non-finite or negative time or an
@@ -48,6 +52,8 @@ CATEGORIES: tuple[str, ...] = (
     "turn_taking",
     "delegation",
     "tool_use",
+    "other_directed_idle",
+    "background_idle",
 )
 #: Categories where the user speaks over the assistant; they need ``overlap`` and ``expected``.
 OVERLAP_CATEGORIES: tuple[str, ...] = (
@@ -56,6 +62,13 @@ OVERLAP_CATEGORIES: tuple[str, ...] = (
     "other_directed",
     "background",
 )
+#: Categories where speech not addressed to the assistant comes while it is silent (expected:
+#: no reply); they need ``idle``. ``other_directed_idle``: the user talks to someone else
+#: (vocatives with other names, side remarks); ``background_idle``: a second talker or a
+#: television, quieter and in another voice. Either may be followed by a real request.
+IDLE_CATEGORIES: tuple[str, ...] = ("other_directed_idle", "background_idle")
+#: What ``idle.kind`` may be: a vocative to another person, a side remark, a second talker, TV.
+IDLE_KINDS: tuple[str, ...] = ("vocative", "side", "talker", "tv")
 #: What the assistant should do after an overlap.
 EXPECTED_VALUES: tuple[str, ...] = ("respond", "resume")
 #: Sample rate of ``input.wav`` in the format.
@@ -77,6 +90,7 @@ KNOWN_KEYS: frozenset[str] = frozenset(
         "expected_tool_calls",
         "tools",
         "assistant_turns",
+        "idle",
     }
 )
 
@@ -113,6 +127,23 @@ class AssistantTurn:
 
     start: float
     text: str
+
+
+@dataclass(frozen=True)
+class IdleSpeech:
+    """Speech not addressed to the assistant while it is silent (idle categories).
+
+    Attributes:
+        start: where it starts in ``input.wav``, seconds.
+        end: where it ends, seconds (after ``start``).
+        text: what is said.
+        kind: one of :data:`IDLE_KINDS`.
+    """
+
+    start: float
+    end: float
+    text: str
+    kind: str
 
 
 @dataclass(frozen=True)
@@ -156,6 +187,7 @@ class Sample:
         tools: the tool names offered, ``None`` when the key is absent.
         assistant_turns: scripted assistant speech, sorted by start; empty when absent.
         extra: every unknown key of ``metadata.json``, as read.
+        idle: the speech not addressed to the assistant (idle categories), else ``None``.
     """
 
     id: str
@@ -169,6 +201,7 @@ class Sample:
     tools: tuple[str, ...] | None
     assistant_turns: tuple[AssistantTurn, ...]
     extra: Mapping[str, Any]
+    idle: IdleSpeech | None = None
 
     @property
     def input_path(self) -> Path:
@@ -251,7 +284,17 @@ class Sample:
             data["assistant_turns"] = [
                 {"start": a.start, "text": a.text} for a in self.assistant_turns
             ]
+        if self.idle is not None:
+            i = self.idle
+            data["idle"] = {"start": i.start, "end": i.end, "text": i.text, "kind": i.kind}
         return data
+
+    def followups(self) -> tuple[Turn, ...]:
+        """The user's turns after the idle speech (real requests to the assistant); empty when
+        the sample has no ``idle`` or nothing follows it."""
+        if self.idle is None:
+            return ()
+        return tuple(t for t in self.turns if t.start >= self.idle.end)
 
 
 @dataclass(frozen=True)
@@ -340,6 +383,23 @@ def _overlap(sample: str, value: Any) -> tuple[float, float]:
     if end <= start:
         raise ScenarioError(sample, "overlap", f"end {end} must be after start {start}")
     return start, end
+
+
+def _idle(sample: str, value: Any) -> IdleSpeech:
+    item = _object(sample, "idle", value)
+    for name in ("start", "end", "text", "kind"):
+        if name not in item:
+            raise ScenarioError(sample, f"idle.{name}", "missing")
+    start = _time(sample, "idle.start", item["start"])
+    end = _time(sample, "idle.end", item["end"])
+    if end <= start:
+        raise ScenarioError(sample, "idle.end", f"end {end} must be after start {start}")
+    kind = _text(sample, "idle.kind", item["kind"])
+    if kind not in IDLE_KINDS:
+        raise ScenarioError(
+            sample, "idle.kind", f"must be one of {', '.join(IDLE_KINDS)}, got {kind!r}"
+        )
+    return IdleSpeech(start, end, _text(sample, "idle.text", item["text"]), kind)
 
 
 def _tool_calls(sample: str, value: Any) -> tuple[ToolCall, ...]:
@@ -437,6 +497,9 @@ def parse_metadata(sample: str, folder: Path, data: Any) -> Sample:
     assistant_turns: tuple[AssistantTurn, ...] = ()
     if "assistant_turns" in data:
         assistant_turns = _assistant_turns(sample, data["assistant_turns"])
+    idle = None
+    if category in IDLE_CATEGORIES or "idle" in data:
+        idle = _idle(sample, _required(sample, data, "idle", category))
     extra = {k: v for k, v in data.items() if k not in KNOWN_KEYS}
     return Sample(
         id=sample,
@@ -450,6 +513,7 @@ def parse_metadata(sample: str, folder: Path, data: Any) -> Sample:
         tools=tools,
         assistant_turns=assistant_turns,
         extra=extra,
+        idle=idle,
     )
 
 
@@ -557,6 +621,12 @@ def check_within_audio(sample: Sample, duration: float) -> None:
             sample.id,
             "overlap[1]",
             f"{sample.overlap[1]:g} s is past the end of input.wav ({duration:.3f} s)",
+        )
+    if sample.idle is not None and sample.idle.end > limit:
+        raise ScenarioError(
+            sample.id,
+            "idle.end",
+            f"{sample.idle.end:g} s is past the end of input.wav ({duration:.3f} s)",
         )
 
 

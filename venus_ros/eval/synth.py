@@ -37,6 +37,13 @@ What each category holds (the user channel only: the assistant's speech is never
   multi-step work) or not (greetings, chit-chat, confirmations), half and half.
 * ``tool_use``: disfluent requests (fillers, false starts, self-corrections) with the calls
   a correct assistant makes after the correction; the suite's ``tools.json`` holds the tools.
+* ``other_directed_idle`` / ``background_idle``: the assistant is silent (no scripted turn);
+  the user talks to someone else (a vocative with another name, a side remark, one side of a
+  phone call; 0-3 dB softer, turned away), or a second talker / TV-like speech plays 5-20 dB
+  below the user level in another voice. Expected: no reply. Half of the samples (seeded) then
+  have the user ask the assistant a real request (a question or a delegation request, at the
+  normal level, :data:`IDLE_GAP_S` after the remark), so that merging the remark into the
+  request is measurable; the rest end with :data:`IDLE_SILENCE_S` of silence.
 
 Times in ``turns`` are measured on the synthesized audio: each utterance is trimmed with an
 energy gate before it is placed, so a turn starts and ends where its speech does.
@@ -57,6 +64,7 @@ from venus_ros.eval import phrases_eval
 from venus_ros.eval.numbers import number_words, spoken_duration
 from venus_ros.eval.scenario import (
     CATEGORIES,
+    IDLE_CATEGORIES,
     INPUT_RATE,
     METADATA_JSON,
     OVERLAP_CATEGORIES,
@@ -148,6 +156,10 @@ COMPACT_TIMING = Timing(
 )
 #: The least silence after a ``turn_taking`` question, whatever the timing.
 TURN_TAKING_SILENCE_S = 3.0
+#: Silence between idle speech and the real request that follows it (uniform, seconds).
+IDLE_GAP_S: tuple[float, float] = (1.5, 3.0)
+#: The least silence after idle speech with no request after it (the metric's answer window).
+IDLE_SILENCE_S = 5.0
 #: Energy gate for trimming TTS output: frames quieter than this below the loudest are silence.
 GATE_DB = 40.0
 #: Peak ceiling of the written audio.
@@ -237,6 +249,15 @@ INTERRUPTIONS: tuple[str, ...] = (
     "Sorry, did you say Tuesday or Thursday?",
     "Wait a second, I need to write this down. Start again?",
     "No, I meant the other one, the one from yesterday.",
+    # short commands are interruptions too
+    "Stop.",
+    "Wait.",
+    "Hold on.",
+    "No no no.",
+    "Stop, stop.",
+    "One second.",
+    "Okay, stop.",
+    "Quiet, please.",
 )
 
 OTHER_NAMES: tuple[str, ...] = ("Anna", "Tom", "Maria", "David", "Sophie", "Leo", "Priya", "Sam")
@@ -265,6 +286,16 @@ SIDE_COMMENTS: tuple[str, ...] = (
     "Wow, that dog is really loud today.",
     "Just a second, let me sit down.",
     "Why is the printer beeping again?",
+)
+
+#: One side of a phone call in the room (idle samples): the user talks, not to the assistant.
+PHONE_TALK: tuple[str, ...] = (
+    "Yes, I'm at home now, call me back in ten minutes.",
+    "No, Dad, I already paid the gas bill last week.",
+    "Okay, see you at the station around six then.",
+    "Really? That's great news, congratulations!",
+    "Hang on, let me find a pen, what was the address?",
+    "I'll ask her tonight and text you tomorrow.",
 )
 
 BACKGROUND_TALK: tuple[str, ...] = (
@@ -420,6 +451,7 @@ class Families:
     other_names: tuple[str, ...]
     vocatives: tuple[str, ...]
     side_comments: tuple[str, ...]
+    phone_talk: tuple[str, ...]
     background_talk: tuple[str, ...]
     background_tv: tuple[str, ...]
     paused_sentences: tuple[tuple[str, str], ...]
@@ -446,6 +478,7 @@ FAMILIES: Mapping[str, Families] = {
         OTHER_NAMES,
         VOCATIVES,
         SIDE_COMMENTS,
+        PHONE_TALK,
         BACKGROUND_TALK,
         BACKGROUND_TV,
         PAUSED_SENTENCES,
@@ -468,6 +501,7 @@ FAMILIES: Mapping[str, Families] = {
         phrases_eval.OTHER_NAMES,
         phrases_eval.VOCATIVES,
         phrases_eval.SIDE_COMMENTS,
+        phrases_eval.PHONE_TALK,
         phrases_eval.BACKGROUND_TALK,
         phrases_eval.BACKGROUND_TV,
         phrases_eval.PAUSED_SENTENCES,
@@ -952,12 +986,16 @@ class _Context:
     families: Families
 
 
-def _choose_voice(rng: np.random.Generator, ctx: _Context) -> tuple[str, int]:
+def _choose_voice(
+    rng: np.random.Generator, ctx: _Context, avoid: str | None = None
+) -> tuple[str, int]:
+    """A voice and rate; with ``avoid``, a voice other than that one (a second talker)."""
     low, high = ctx.timing.rate_wpm
     rate = int(rng.integers(low, high + 1))
-    if ctx.piper and (not ctx.pool or rng.random() < PIPER_SHARE):
+    pool = tuple(v for v in ctx.pool if v != avoid)
+    if ctx.piper and avoid != PIPER_VOICE and (not pool or rng.random() < PIPER_SHARE):
         return PIPER_VOICE, rate
-    return str(ctx.pool[int(rng.integers(len(ctx.pool)))]), rate
+    return str(pool[int(rng.integers(len(pool)))]), rate
 
 
 def _build_sample(
@@ -1013,6 +1051,38 @@ def _build_sample(
             assistant_turns=[{"start": a_start, "text": a_text}],
         )
         extra["assistant_duration_s"] = round(a_len, 3)  # at en-us, 170 wpm
+    elif category in IDLE_CATEGORIES:
+        (kind, line), followup = content
+        start = _uniform(rng, t.lead_in_s)
+        if category == "background_idle":
+            other, other_rate = _choose_voice(rng, ctx, avoid=voice)
+            below = _uniform(rng, BACKGROUND_DB_BELOW)
+            audio = ctx.voices.render(line, other, other_rate)
+            if kind == "tv":
+                audio = _band_limit(audio)
+            span = build.place(_at_level(audio, level - below), start, None)
+            extra.update(
+                background_voice=other,
+                background_db_below_user=round(below, 2),
+                background_level_dbfs=round(level - below, 2),
+            )
+        else:
+            softer = _uniform(rng, (0.0, 3.0))  # turned away from the robot
+            span = build.place(
+                _at_level(ctx.voices.render(line, voice, rate), level - softer), start, line
+            )
+            extra["remark_db_below_user"] = round(softer, 2)
+        meta["idle"] = {"start": span[0], "end": span[1], "text": line, "kind": kind}
+        end = span[1]
+        if followup is not None:
+            request, request_kind = followup
+            f_start = span[1] + _uniform(rng, IDLE_GAP_S)
+            _, end = build.place(speak(request), f_start, request)
+            extra["followup"] = request_kind
+            trailing = max(_uniform(rng, t.trailing_s), TURN_TAKING_SILENCE_S)
+        else:
+            trailing = max(_uniform(rng, t.trailing_s), IDLE_SILENCE_S)
+        total = end + trailing
     elif category == "pause":
         first, second = content
         start = _uniform(rng, t.lead_in_s)
@@ -1077,6 +1147,26 @@ def _contents(category: str, n: int, rng: np.random.Generator, fam: Families) ->
             lines += [("tv", t) for t in fam.background_tv]
             user = cycle(lines)
         return list(zip(assistant, user, strict=True))
+    if category in IDLE_CATEGORIES:
+        if category == "other_directed_idle":
+            names = iter(cycle(fam.other_names))
+            remarks = [("vocative", v) for v in fam.vocatives]
+            remarks += [("side", s) for s in fam.side_comments]
+            remarks += [("side", s) for s in fam.phone_talk]
+            said = [
+                (kind, text.format(name=next(names)) if kind == "vocative" else text)
+                for kind, text in cycle(remarks)
+            ]
+        else:
+            lines = [("talker", t) for t in fam.background_talk]
+            lines += [("tv", t) for t in fam.background_tv]
+            said = cycle(lines)
+        requests = [(q, "question") for q in fam.questions]
+        requests += [(d, "delegation") for d in fam.delegate_yes]
+        follow = iter(cycle(requests))
+        with_request = [i % 2 == 0 for i in range(n)]
+        with_request = [with_request[int(i)] for i in rng.permutation(n)]
+        return [(s, next(follow) if f else None) for s, f in zip(said, with_request, strict=True)]
     if category == "pause":
         return cycle(fam.paused_sentences)
     if category == "turn_taking":
