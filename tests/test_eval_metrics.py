@@ -574,3 +574,121 @@ def test_numpy_integer_rate_is_accepted() -> None:
         sample("np", "pause"), (), np.zeros(4, np.float32), np.int64(RATE), (), (), (), 0
     )
     assert ok.played_rate == RATE
+
+
+# --- idle samples -----------------------------------------------------------------------------
+
+
+def idle_sample(
+    sample_id: str,
+    category: str,
+    remark: str = "Sam, close the garage door please.",
+    request: tuple[float, float, str] | None = None,
+    span: tuple[float, float] = (1.0, 3.0),
+) -> Sample:
+    from venus_ros.eval.scenario import IdleSpeech
+
+    turns = [] if category == "background_idle" else [Turn(span[0], span[1], remark)]
+    if request is not None:
+        turns.append(Turn(*request))
+    kind = "tv" if category == "background_idle" else "vocative"
+    return Sample(
+        id=sample_id,
+        folder=Path("/nonexistent") / sample_id,
+        category=category,
+        turns=tuple(turns),
+        overlap=None,
+        expected=None,
+        needs_delegation=None,
+        expected_tool_calls=(),
+        tools=None,
+        assistant_turns=(),
+        extra={},
+        idle=IdleSpeech(span[0], span[1], remark, kind),
+    )
+
+
+def test_content_words_leave_out_function_words() -> None:
+    from venus_ros.eval.metrics import content_words
+
+    assert content_words("Sam, could you close the garage door, please?") == {
+        "sam",
+        "close",
+        "garage",
+        "door",
+    }
+    assert content_words("Oh, it is so.") == frozenset()
+
+
+def test_idle_answered_within_the_window_and_before_the_request() -> None:
+    ask = (6.0, 7.0, "What is the weather in Leeds tomorrow?")
+    runs = [
+        # silent: ignored
+        run(idle_sample("od_quiet", "other_directed_idle")),
+        # speaks 1.0 s after the remark: answered
+        run(idle_sample("od_answer", "other_directed_idle"), [(4.0, 5.0)]),
+        # speaks 5.5 s after the remark (past the 5 s window): not an answer to it
+        run(idle_sample("od_late", "other_directed_idle"), [(8.5, 9.0)]),
+        # answers the request only: the remark is ignored, the request responded
+        run(idle_sample("bg_req", "background_idle", request=ask), [(7.6, 9.0)]),
+        # answers during the gap before the request: answered; the request too
+        run(idle_sample("bg_both", "background_idle", request=ask), [(3.5, 4.5), (7.5, 8.0)]),
+        # a failed run counts as answered
+        run(idle_sample("bg_err", "background_idle"), error="boom"),
+    ]
+    m = energy_metrics(runs, "x")
+    rows = {r["id"]: r for r in m["per_sample"]}
+    assert [rows[i]["idle_answered"] for i in rows] == [False, True, False, False, True, True]
+    assert rows["od_answer"]["idle_answer_latency_s"] == pytest.approx(1.0)
+    assert rows["od_quiet"]["outcome"] == "ignored" and rows["od_answer"]["outcome"] == "answered"
+    assert rows["bg_req"]["request_responded"] is True
+    assert rows["bg_req"]["request_latency_s"] == pytest.approx(0.6)
+    assert rows["od_quiet"]["request_responded"] is None  # no request after it
+    od, bg = m["idle"]["other_directed_idle"], m["idle"]["background_idle"]
+    assert (od["n"], od["answered"], od["answered_rate"]) == (3, 1, pytest.approx(1 / 3))
+    assert (bg["n"], bg["answered"], bg["errors"]) == (3, 2, 1)
+    assert bg["with_request"] == 2 and bg["request_response_rate"] == 1.0
+    assert m["idle"]["all"]["answered_rate"] == pytest.approx(3 / 6)
+    assert m["headline"]["other_directed_idle.answered_rate"] == pytest.approx(1 / 3)
+    assert m["headline"]["background_idle.answered_rate"] == pytest.approx(2 / 3)
+    assert m["headline"]["idle.request_response_rate"] == 1.0
+    json.dumps(m, allow_nan=False)
+
+
+def test_idle_remark_merged_into_the_delegated_request() -> None:
+    ask = (6.0, 7.0, "Please check whether the back door is locked.")
+    merged = run(
+        idle_sample("m", "other_directed_idle", request=ask),
+        [(7.5, 8.0)],
+        delegations=("Sam close the garage door. Please check whether the back door is locked.",),
+    )
+    clean = run(
+        idle_sample("c", "other_directed_idle", request=ask),
+        [(7.5, 8.0)],
+        delegations=("check whether the back door is locked",),  # "door" is the request's word
+    )
+    alone = run(
+        idle_sample("a", "other_directed_idle"),
+        [(3.5, 4.0)],
+        delegations=("close the garage door for Sam",),
+    )
+    m = energy_metrics([merged, clean, alone], "x")
+    rows = {r["id"]: r for r in m["per_sample"]}
+    assert rows["m"]["merged"] is True and rows["m"]["correct"] is False
+    assert rows["c"]["merged"] is False and rows["c"]["remark_delegated"] is False
+    assert rows["c"]["correct"] is True
+    assert rows["a"]["merged"] is None and rows["a"]["remark_delegated"] is True
+    block = m["idle"]["other_directed_idle"]
+    assert block["merged"] == 1 and block["merged_rate"] == 0.5
+    assert block["remark_delegated"] == 2 and block["remark_delegated_rate"] == pytest.approx(2 / 3)
+    assert m["headline"]["idle.merged_rate"] == 0.5
+    # idle samples never enter the delegation confusion matrix
+    assert m["delegation"]["n"] == 0
+
+
+def test_idle_window_is_configurable() -> None:
+    with pytest.raises(ValueError, match="idle_window_s"):
+        MetricsConfig(idle_window_s=0)
+    late = run(idle_sample("l", "other_directed_idle"), [(8.5, 9.0)])
+    wide = MetricsConfig(detector="energy", idle_window_s=6.0)
+    assert compute_metrics([late], "x", config=wide)["per_sample"][0]["idle_answered"] is True

@@ -8,7 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_eval_metrics import run, sample  # hand-built runs shared with the metric tests
+from test_eval_metrics import (  # hand-built runs shared with the metric tests
+    idle_sample,
+    run,
+    sample,
+)
 
 from venus_ros.eval.metrics import MetricsConfig, compute_metrics
 from venus_ros.eval.report import PLOTS, PUBLISHED, compare, flatten_numbers, write_report
@@ -34,6 +38,11 @@ def suite_metrics(frontend: str = "scripted", respond: bool = True) -> dict:
         run(sample("d_1", "delegation", needs_delegation=True), delegations=("weather",)),
         run(sample("d_2", "delegation", needs_delegation=False), error="frontend crashed"),
         run(sample("u_1", "tool_use", calls=(timer,)), tool_calls=(timer,)),
+        run(idle_sample("oi_1", "other_directed_idle"), [(4.0, 5.0)] if respond else []),
+        run(
+            idle_sample("bi_1", "background_idle", request=(6.0, 7.0, "Is it raining?")),
+            [(7.5, 8.0)],
+        ),
     ]
     runs = [replace(r, unit_compute_s=(0.01, 0.02)) for r in runs]
     return compute_metrics(
@@ -66,6 +75,9 @@ def test_report_mentions_categories_anchors_plots_and_failures(tmp_path: Path) -
     assert "| `interruption.response_rate` | 100.0% | 75.0% |" in text
     assert "Not speaking at the overlap's start (1): `int_2`" in text
     assert "`d_2` (delegation): frontend crashed" in text
+    assert "| other_directed_idle | 1 | 0 | 1 | 100.0% | 1.000 s | 0 | 0 | n/a | 0 (n/a) |" in text
+    assert "| background_idle | 1 | 0 | 0 | 0.0% | n/a | 0 | 1 | 100.0% | 0 (0.0%) |" in text
+    assert "| `idle.answered_rate` | 50.0% |" in text
 
 
 def test_report_with_baselines_side_by_side(tmp_path: Path) -> None:

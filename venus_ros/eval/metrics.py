@@ -45,7 +45,7 @@ import numpy as np
 from venus_ros.core.timeline import Kind, Record
 from venus_ros.eval.judge import LABELS, Judge, JudgeCase, Transcriber, judge_window
 from venus_ros.eval.numbers import parse_duration, parse_number
-from venus_ros.eval.scenario import OVERLAP_CATEGORIES, Sample, ToolCall
+from venus_ros.eval.scenario import IDLE_CATEGORIES, OVERLAP_CATEGORIES, Sample, ToolCall
 from venus_ros.eval.timing import (
     DETECTORS,
     double_talk,
@@ -62,6 +62,7 @@ __all__ = [
     "SampleRun",
     "ToolScore",
     "compute_metrics",
+    "content_words",
     "normalize_value",
     "score_overlap",
     "score_tool_calls",
@@ -97,6 +98,8 @@ class MetricsConfig:
         pause_grace_s: a pause takeover counts when assistant speech starts in
             ``[pause start, min(pause end + this, end of the next user turn))``.
         detector: voice activity detector, ``"silero"`` (FDB's, the default) or ``"energy"``.
+        idle_window_s: idle samples: speech starting by ``idle end + this`` (and before the
+            next user turn) answers the speech not addressed to the assistant.
     """
 
     frame_s: float = 0.010
@@ -110,13 +113,14 @@ class MetricsConfig:
     response_window_s: float = 5.0
     pause_grace_s: float = 1.0
     detector: str = "silero"
+    idle_window_s: float = 5.0
 
     def __post_init__(self) -> None:
         if self.detector not in DETECTORS:
             raise ValueError(
                 f"metrics.detector must be one of {', '.join(DETECTORS)}, got {self.detector!r}"
             )
-        positive = ("frame_s", "stop_window_s", "response_window_s")
+        positive = ("frame_s", "stop_window_s", "response_window_s", "idle_window_s")
         for name in positive:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
@@ -560,6 +564,96 @@ def _turn_response(
     return False, None
 
 
+#: Function words left out of :func:`content_words` (a general English list, not a suite's).
+_STOPWORDS = frozenset(
+    """a an the and or but so if then than that this these those there here is are was were be
+    been being am do does did have has had having will would shall should can could may might
+    must i me my mine you your yours he him his she her hers it its we us our they them their
+    what which who whom whose when where why how not no yes oh ah hey hi ok okay please to of
+    in on at by for with from up down out off over into onto about just now too very also all
+    any some one let lets get got go going come say said tell like well um uh er hmm""".split()
+)
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The lower-cased words of ``text`` of three letters or more that are not function words
+    (names included); what merging is judged on."""
+    words = re.findall(r"[a-z0-9']+", text.lower())
+    return frozenset(w.strip("'") for w in words if len(w) >= 3 and w not in _STOPWORDS)
+
+
+def _holds(query: str, remark: frozenset[str]) -> bool:
+    """Whether ``query`` holds at least half (and at least one) of the ``remark`` words."""
+    if not remark:
+        return False
+    shared = len(remark & content_words(query))
+    return shared >= max(1, math.ceil(len(remark) / 2))
+
+
+def _idle_scores(
+    segments: Sequence[tuple[float, float]], run: SampleRun, config: MetricsConfig
+) -> dict[str, Any]:
+    """Answered, request response and merging of one idle sample (see the module docstring)."""
+    sample = run.sample
+    idle = sample.idle
+    assert idle is not None
+    followups = sample.followups()
+    out: dict[str, Any] = {"has_request": bool(followups)}
+    if run.error:
+        return {**out, "idle_answered": True}
+    limit = idle.end + config.idle_window_s
+    if followups:
+        limit = min(limit, followups[0].start)
+    answer = next((a for a, _ in segments if idle.start - _EPS <= a < limit - _EPS), None)
+    out.update(
+        idle_answered=answer is not None,
+        idle_answer_latency_s=None if answer is None else round(answer - idle.end, 6),
+    )
+    request_words = frozenset().union(*(content_words(t.text) for t in followups))
+    remark = content_words(idle.text) - request_words
+    out["remark_delegated"] = any(_holds(q, remark) for q in run.delegations)
+    if followups:
+        responded, latency = _turn_response(segments, replace(sample, turns=followups), config)
+        out.update(
+            request_responded=responded,
+            request_latency_s=latency,
+            merged=any(
+                _holds(q, remark) and bool(content_words(q) & request_words)
+                for q in run.delegations
+            ),
+        )
+    return out
+
+
+def _idle_block(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    answered = sum(1 for r in rows if r["idle_answered"])
+    ran = [r for r in rows if not r["error"]]
+    delegated = sum(1 for r in ran if r["remark_delegated"])
+    with_request = [r for r in rows if r["has_request"]]
+    scored = [r for r in with_request if not r["error"]]
+    responded = sum(1 for r in with_request if r["request_responded"])
+    merged = sum(1 for r in scored if r["merged"])
+    return {
+        "n": len(rows),
+        "errors": sum(1 for r in rows if r["error"]),
+        "answered": answered,
+        "answered_rate": _ratio(answered, len(rows)),
+        "answer_latency_s": _summary(
+            r["idle_answer_latency_s"] for r in rows if r["idle_answer_latency_s"] is not None
+        ),
+        "remark_delegated": delegated,
+        "remark_delegated_rate": _ratio(delegated, len(ran)),
+        "with_request": len(with_request),
+        "request_responded": responded,
+        "request_response_rate": _ratio(responded, len(with_request)),
+        "request_latency_s": _summary(
+            r["request_latency_s"] for r in rows if r["request_latency_s"] is not None
+        ),
+        "merged": merged,
+        "merged_rate": _ratio(merged, len(scored)),
+    }
+
+
 def _count(records: Sequence[Record], *kinds: Kind) -> int:
     wanted = set(kinds)
     return sum(1 for r in records if r.kind in wanted)
@@ -585,6 +679,14 @@ def _row(run: SampleRun) -> dict[str, Any]:
         "takeover_t": None,
         "responded": None,
         "turn_latency_s": None,
+        "idle": None if sample.idle is None else [sample.idle.start, sample.idle.end],
+        "has_request": None,
+        "idle_answered": None,
+        "idle_answer_latency_s": None,
+        "request_responded": None,
+        "request_latency_s": None,
+        "merged": None,
+        "remark_delegated": None,
         "needs_delegation": sample.needs_delegation,
         "delegated": bool(run.delegations) if not run.error else None,
         "delegations": list(run.delegations),
@@ -766,8 +868,9 @@ def compute_metrics(
 
     Returns:
         A JSON-serialisable dict (no NaN): ``headline`` (flat, the numbers the report compares
-        with the published anchors), ``overlap``, ``pause``, ``turn_taking``, ``delegation``,
-        ``tool_use``, ``compute``, ``errors`` and ``per_sample`` rows; undefined ratios are None.
+        with the published anchors), ``overlap``, ``pause``, ``turn_taking``, ``idle``,
+        ``delegation``, ``tool_use``, ``compute``, ``errors`` and ``per_sample`` rows; undefined
+        ratios are None.
 
     Raises:
         ValueError: duplicate sample ids, or a malformed ``pause`` extra key.
@@ -819,6 +922,11 @@ def compute_metrics(
             row.update(responded=responded, turn_latency_s=latency)
             if not run.error:
                 row["outcome"] = {True: "responded", False: "silent", None: "no_turns"}[responded]
+        elif category in IDLE_CATEGORIES and sample.idle is not None:
+            row.update(_idle_scores(segments, run, config))
+            row["correct"] = not row["idle_answered"] and not row["merged"]
+            if not run.error:
+                row["outcome"] = "answered" if row["idle_answered"] else "ignored"
         if sample.needs_delegation is not None:
             delegated = bool(run.delegations)
             # A failed run counts as the wrong answer, whichever that is.
@@ -884,6 +992,15 @@ def compute_metrics(
             r["turn_latency_s"] for r in turn_rows if r["turn_latency_s"] is not None
         ),
     }
+
+    idle: dict[str, Any] = {}
+    for category in IDLE_CATEGORIES:
+        idle[category] = _idle_block(
+            [r for r in rows if r["category"] == category and r["idle"] is not None]
+        )
+    idle["all"] = _idle_block(
+        [r for r in rows if r["category"] in IDLE_CATEGORIES and r["idle"] is not None]
+    )
 
     tp, fn, fp, tn = (confusion[k] for k in ("tp", "fn", "fp", "tn"))
     delegation = {
@@ -962,6 +1079,11 @@ def compute_metrics(
         "pause.takeover_rate": pause["takeover_rate"],
         "turn_taking.response_rate": turn_taking["response_rate"],
         "turn_taking.latency_p50_s": turn_taking["latency_s"]["p50"],
+        "other_directed_idle.answered_rate": idle["other_directed_idle"]["answered_rate"],
+        "background_idle.answered_rate": idle["background_idle"]["answered_rate"],
+        "idle.answered_rate": idle["all"]["answered_rate"],
+        "idle.request_response_rate": idle["all"]["request_response_rate"],
+        "idle.merged_rate": idle["all"]["merged_rate"],
         "delegation.recall": delegation["recall"],
         "delegation.specificity": delegation["specificity"],
         "tool_use.selection_f1": tool_use["selection_f1"],
@@ -984,6 +1106,7 @@ def compute_metrics(
         "overlap": overlap,
         "pause": pause,
         "turn_taking": turn_taking,
+        "idle": idle,
         "delegation": delegation,
         "tool_use": tool_use,
         "compute": compute,

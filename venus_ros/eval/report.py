@@ -16,6 +16,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from venus_ros.eval.scenario import IDLE_CATEGORIES
+
 __all__ = [
     "ANCHOR_SOURCE",
     "PLOTS",
@@ -62,6 +64,7 @@ RATE_METRICS: tuple[tuple[str, str], ...] = (
     ("background.continuation_rate", "background\ncontinuation"),
     ("pause.takeover_rate", "pause\ntakeover (lower\nis better)"),
     ("turn_taking.response_rate", "turn-taking\nresponse"),
+    ("idle.answered_rate", "idle speech\nanswered (lower\nis better)"),
     ("delegation.recall", "delegation\nrecall"),
     ("delegation.specificity", "delegation\nspecificity"),
     ("tool_use.selection_f1", "tool selection\nF1"),
@@ -352,8 +355,34 @@ def _overlap_section(metrics: Mapping[str, Any]) -> list[str]:
     return _table(header, rows)
 
 
+def _idle_section(metrics: Mapping[str, Any]) -> list[str]:
+    header = [
+        "category", "n", "errors", "answered", "answered rate (lower is better)",
+        "answer latency p50", "remark delegated", "with a request", "request response rate",
+        "merged into the request",
+    ]  # fmt: skip
+    rows = []
+    for category in (*IDLE_CATEGORIES, "all"):
+        block = _get(metrics, "idle", category) or {}
+        rows.append(
+            [
+                category,
+                _num(block.get("n", 0)),
+                _num(block.get("errors", 0)),
+                _num(block.get("answered", 0)),
+                _pct(block.get("answered_rate")),
+                _sec((block.get("answer_latency_s") or {}).get("p50")),
+                _num(block.get("remark_delegated", 0)),
+                _num(block.get("with_request", 0)),
+                _pct(block.get("request_response_rate")),
+                f"{_num(block.get('merged', 0))} ({_pct(block.get('merged_rate'))})",
+            ]
+        )
+    return _table(header, rows)
+
+
 def _latency_cell(row: Mapping[str, Any]) -> str:
-    for key in ("response_latency_s", "turn_latency_s"):
+    for key in ("response_latency_s", "turn_latency_s", "idle_answer_latency_s"):
         if row.get(key) is not None:
             return _sec(row[key])
     return ""
@@ -441,6 +470,15 @@ def _render(runs: Sequence[Mapping[str, Any]], out_dir: Path) -> str:
             ]
         ],
     )
+    lines += ["", "## Speech not addressed to the silent assistant (idle categories)", ""]
+    lines += _idle_section(main)
+    lines += [
+        "",
+        f"Answered: assistant speech starting from the remark's start to "
+        f"{cfg.get('idle_window_s')} s after its end (or to the next request, if sooner); "
+        "lower is better, a failed sample counts as answered. Merged: a delegated query holds "
+        "at least half of the remark's own content words.",
+    ]
     deleg = main.get("delegation", {})
     c = deleg.get("confusion", {})
     lines += ["", "## Delegation (delegation)", ""]
