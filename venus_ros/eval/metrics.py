@@ -633,22 +633,22 @@ def _idle_block(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     scored = [r for r in with_request if not r["error"]]
     responded = sum(1 for r in with_request if r["request_responded"])
     merged = sum(1 for r in scored if r["merged"])
+
+    def latencies(key: str) -> dict:
+        return _summary(r[key] for r in rows if r[key] is not None)
+
     return {
         "n": len(rows),
         "errors": sum(1 for r in rows if r["error"]),
         "answered": answered,
         "answered_rate": _ratio(answered, len(rows)),
-        "answer_latency_s": _summary(
-            r["idle_answer_latency_s"] for r in rows if r["idle_answer_latency_s"] is not None
-        ),
+        "answer_latency_s": latencies("idle_answer_latency_s"),
         "remark_delegated": delegated,
         "remark_delegated_rate": _ratio(delegated, len(ran)),
         "with_request": len(with_request),
         "request_responded": responded,
         "request_response_rate": _ratio(responded, len(with_request)),
-        "request_latency_s": _summary(
-            r["request_latency_s"] for r in rows if r["request_latency_s"] is not None
-        ),
+        "request_latency_s": latencies("request_latency_s"),
         "merged": merged,
         "merged_rate": _ratio(merged, len(scored)),
     }
