@@ -7,6 +7,15 @@ waits for a slot (the concurrency limit), runs its tool as another named task
 CANCELLED. Every asyncio task is owned by the runner, cancelled and awaited on :meth:`close`,
 and whatever it raises is logged and turned into FAILED with a reason.
 
+The runner composes parts that each do one job:
+
+- :mod:`.lifecycle`: the task table and every state move (journal row first, then the task in
+  memory, then the listeners; a failed journal write is counted, never fatal).
+- :mod:`.takeback`: cancelling a task, cancel requests ("never mind") and superseding requests.
+- :mod:`.recovery`: what a previous process left in the journal, resolved after a restart.
+- here: the loop and its thread, routing a query to a tool, running the tool on a loop of its
+  own (a blocking tool stalls only its own calls), checking its result, and shutting down.
+
 Cancellation tells the truth: a QUEUED task is cancelled at once; a RUNNING task moves to
 CANCELLING and its tool is cancelled if it is cancellable. A tool that finishes anyway (it is
 not cancellable, or it completed before the cancel landed) settles COMPLETED with a note when
@@ -15,42 +24,9 @@ is simply discarded).
 
 Transition callbacks run on the runner thread, in order, after each state change; they must be
 quick. Timestamps come from the injected :class:`~venus_ros.core.clock.Clock`; timeouts are real
-time on the loop.
-
-With a :class:`~venus_ros.harness.journal.Journal`, every task is written when the runner picks
-it up and every transition before it happens: the journal row first, then the task's state in
-memory, then the listeners, then (for RUNNING) the tool. Only the runner thread writes. A
-failed journal write is logged and counted (:attr:`HarnessRunner.journal_errors`) and the task
-goes on: a full disk must not stop the robot answering, it only costs crash safety.
-
-Requests that take work back are handled here, not by a tool:
-
-- A cancel request ("stop", "never mind", "cancel that", "forget it", see
-  :func:`is_cancel_request`) becomes a task of its own (tool ``cancel``) that cancels every
-  unfinished task of its session, withdraws replies nobody has heard yet (their tasks end
-  CANCELLED when their tool had no side effects), waits briefly for the cancelled tools to stop,
-  and completes with what really happened: "Okay, I stopped that." or "That had already been
-  done: ...", or that nothing was running.
-- A request routed to a tool named in ``superseding`` (e.g. navigation: a new goal replaces the
-  old one) supersedes the session's older tasks on that tool the same way, so an old answer is
-  never spoken as if fresh.
-
-After a restart, :meth:`HarnessRunner.recover` applies these rules to what the journal holds:
-
-- QUEUED or RUNNING, tool idempotent (now and when the task was journaled), arguments intact
-  and still valid: re-run, under the same id (a history entry says so).
-- QUEUED or RUNNING otherwise: FAILED, "interrupted by a harness restart" (plus "before it
-  started" for QUEUED, or "(it may already have taken effect)" for a side-effecting or no
-  longer known tool). A non-idempotent tool is never started again: its requester's Delegate
-  goal died with the old process, so nothing could cancel it any more.
-- CANCELLING: CANCELLED when the tool has no side effects (the cancel is what was asked);
-  otherwise FAILED, interrupted, as it may already have taken effect.
-- COMPLETED whose reply never left the harness (:meth:`HarnessRunner.hand_off` was not called
-  and it never entered DELIVERING): kept for delivery (:meth:`HarnessRunner.undelivered`), or,
-  older than ``stale_after_s``, FAILED as stale rather than spoken as if fresh.
-- DELIVERING: re-adopted (the frontend holds the reply; its delivery report, or a cancel
-  request withdrawing it, moves the task on), or, unconfirmed for longer than
-  ``stale_after_s``, FAILED as stale.
+time on the loop. With a :class:`~venus_ros.harness.journal.Journal`, every task is written when
+the runner picks it up and every transition before it happens, and :meth:`HarnessRunner.recover`
+resumes what a previous process left (rules: :mod:`.recovery`). Only the runner thread writes.
 """
 
 from __future__ import annotations
@@ -63,18 +39,19 @@ import re
 import threading
 import traceback
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from venus_ros.core.clock import Clock
 from venus_ros.core.protocol import clean_text
 from venus_ros.core.timeline import TimelineView
-from venus_ros.harness.journal import Journal, JournalError, JournalRow
-from venus_ros.harness.progress import clamp_fraction, progress_to
+from venus_ros.harness.journal import Journal
+from venus_ros.harness.lifecycle import Control, Lifecycle, ProgressCallback, TransitionCallback
+from venus_ros.harness.progress import progress_to
+from venus_ros.harness.recovery import INTERRUPTED_REASON, MAY_HAVE_ACTED, Recovery, recover
 from venus_ros.harness.secrets import env_secrets, scrub, scrub_value
-from venus_ros.harness.tasks import TRANSITIONS, InvalidTransition, Task, TaskState
+from venus_ros.harness.takeback import CANCEL_TOOL, CANCEL_WAIT_S, TakeBack, is_cancel_request
+from venus_ros.harness.tasks import Task, TaskState
 from venus_ros.harness.tools import (
     ArgumentError,
     Tool,
@@ -84,14 +61,29 @@ from venus_ros.harness.tools import (
     UnknownToolError,
     route,
 )
-from venus_ros.text.repair import is_cancel_request
+
+__all__ = [
+    "ALREADY_DONE_NOTE",
+    "CANCEL_GRACE_S",
+    "CANCEL_TOOL",
+    "CANCEL_WAIT_S",
+    "INTERRUPTED_REASON",
+    "MAX_PAYLOAD_BYTES",
+    "MAX_REASON_CHARS",
+    "MAX_RESULT_CHARS",
+    "MAY_HAVE_ACTED",
+    "NO_TOOL_REASON",
+    "SHUTDOWN_REASON",
+    "HarnessRunner",
+    "ProgressCallback",
+    "Recovery",
+    "Router",
+    "TransitionCallback",
+    "is_cancel_request",
+]
 
 log = logging.getLogger("venus_ros.harness")
 
-#: ``callback(task, old_state, new_state)``; ``old_state`` is None for the initial QUEUED.
-TransitionCallback = Callable[[Task, "TaskState | None", TaskState], None]
-#: ``callback(task, fraction, message)`` when a running tool reports progress (runner thread).
-ProgressCallback = Callable[[Task, float, str], None]
 #: ``router(query) -> (tool_name, args) | None``.
 Router = Callable[[str], "tuple[str, dict[str, Any]] | None"]
 
@@ -99,10 +91,6 @@ Router = Callable[[str], "tuple[str, dict[str, Any]] | None"]
 NO_TOOL_REASON = "no tool can answer this yet"
 #: The FAILED reason prefix when the runner shuts down under a task.
 SHUTDOWN_REASON = "interrupted: the harness shut down"
-#: The FAILED reason prefix of an unsettled task found in the journal after a restart.
-INTERRUPTED_REASON = "interrupted by a harness restart"
-#: Appended to a FAILED reason when a side-effecting tool may have acted before it stopped.
-MAY_HAVE_ACTED = " (it may already have taken effect)"
 #: The note on a side-effecting task that completed although a cancel was requested.
 ALREADY_DONE_NOTE = "That had already been done when the cancel came"
 #: Tool results with more text than this fail instead of being spoken.
@@ -113,45 +101,6 @@ MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_REASON_CHARS = 160
 #: How long a tool gets to stop after being cancelled (timeout, shutdown).
 CANCEL_GRACE_S = 1.0
-#: The tool name of a cancel request's task (no registry tool has it).
-CANCEL_TOOL = "cancel"
-#: How long a cancel request waits for the tasks it cancelled to settle before it answers.
-CANCEL_WAIT_S = 2.0
-
-
-@dataclass(eq=False)
-class _Control:
-    """What the runner holds for one task besides the task's own data."""
-
-    task: Task
-    future: concurrent.futures.Future[Task]
-    tool: Tool | None = None
-    job: asyncio.Task[None] | None = None
-    tool_job: asyncio.Task[ToolResult] | None = None
-    #: its reply left the harness (Delegate result sent, or offered for delivery)
-    handed_off: bool = False
-    #: a cancel request's task (not a tool's, whatever a tool may be called)
-    cancel_request: bool = False
-
-
-@dataclass(frozen=True)
-class Recovery:
-    """What :meth:`HarnessRunner.recover` did with the journal's unfinished business.
-
-    Attributes:
-        rerun: tasks being run again (settle futures as usual; no Delegate goal waits on them).
-        failed: unsettled tasks now FAILED (interrupted), and undelivered ones too stale.
-        cancelled: tasks that were CANCELLING, now CANCELLED.
-        undelivered: COMPLETED tasks whose reply never left the harness, oldest first.
-        delivering: DELIVERING tasks re-adopted: their reply is with the frontend, whose
-            delivery report (or a cancel request's withdrawal) moves them on as before.
-    """
-
-    rerun: tuple[Task, ...] = ()
-    failed: tuple[Task, ...] = ()
-    cancelled: tuple[Task, ...] = ()
-    undelivered: tuple[Task, ...] = ()
-    delivering: tuple[Task, ...] = ()
 
 
 class HarnessRunner:
@@ -190,25 +139,22 @@ class HarnessRunner:
     ) -> None:
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
-        if max_retained < 1:
-            raise ValueError(f"max_retained must be >= 1, got {max_retained}")
         self.registry = registry
         self.max_concurrent = int(max_concurrent)
         self._clock = clock
         self._router = router
-        self._listeners: tuple[TransitionCallback, ...] = tuple(listeners)
-        self._progress_listeners: tuple[ProgressCallback, ...] = tuple(progress_listeners)
-        self._max_retained = int(max_retained)
-        self._controls: OrderedDict[str, _Control] = OrderedDict()
-        #: ids of settled tasks, oldest first: what ``_forget_old`` may drop, found in O(1)
-        self._settled: OrderedDict[str, None] = OrderedDict()
-        self._lock = threading.Lock()
+        self._book = Lifecycle(
+            clock,
+            journal=journal,
+            listeners=listeners,
+            progress_listeners=progress_listeners,
+            max_retained=max_retained,
+        )
+        self._takeback = TakeBack(self._book, superseding)
+        self._lock = self._book.lock
         self._closed = False
         self._journal = journal
-        self._superseding = frozenset(superseding)
         self._recovered = False
-        #: journal writes that failed (each logged); the tasks went on regardless
-        self.journal_errors = 0
         self._loop = asyncio.new_event_loop()
         self._tool_loops = _ToolLoops(name)
         self._semaphore = asyncio.Semaphore(self.max_concurrent)
@@ -227,10 +173,14 @@ class HarnessRunner:
         """The thread the loop runs on."""
         return self._thread
 
+    @property
+    def journal_errors(self) -> int:
+        """Journal writes that failed (each logged); the tasks went on regardless."""
+        return self._book.journal_errors
+
     def add_listener(self, callback: TransitionCallback) -> None:
         """Call ``callback(task, old, new)`` on the runner thread after every transition."""
-        with self._lock:
-            self._listeners = (*self._listeners, callback)
+        self._book.add_listener(callback)
 
     def submit(
         self,
@@ -268,14 +218,12 @@ class HarnessRunner:
             cutoff_seq=int(cutoff_seq),
             t=self._clock.now(),
         )
-        control = _Control(task, concurrent.futures.Future())
+        control = Control(task, concurrent.futures.Future())
         with self._lock:
             if self._closed:
                 raise RuntimeError("the harness runner is closed")
-            if task.id in self._controls:
+            if not self._book.insert(control):
                 raise ValueError(f"task id {task.id} is already in use")
-            self._controls[task.id] = control
-            self._forget_old()
             self._loop.call_soon_threadsafe(self._start, control, evidence, tool, args)
         return task
 
@@ -285,19 +233,19 @@ class HarnessRunner:
         Raises:
             KeyError: for an unknown (or forgotten) task id.
         """
-        with self._lock:
-            return self._controls[task_id].future
+        control = self._book.get(task_id)
+        if control is None:
+            raise KeyError(task_id)
+        return control.future
 
     def get(self, task_id: str) -> Task | None:
         """The task with this id, or None."""
-        with self._lock:
-            control = self._controls.get(task_id)
+        control = self._book.get(task_id)
         return control.task if control else None
 
     def tasks(self) -> list[Task]:
         """Every retained task, oldest first."""
-        with self._lock:
-            return [c.task for c in self._controls.values()]
+        return [c.task for c in self._book.controls()]
 
     def cancel(self, task_id: str, reason: str = "cancel requested") -> bool:
         """Ask for a task to be cancelled; returns at once.
@@ -306,12 +254,11 @@ class HarnessRunner:
             True if the task exists and had not settled when asked (the cancel then takes
             effect on the runner thread; the outcome is in the task's final state), else False.
         """
-        with self._lock:
-            control = self._controls.get(task_id)
-            if control is None or self._closed or control.task.state.settled:
-                return False
-            self._loop.call_soon_threadsafe(self._cancel, control, reason)
-        return True
+        return self._on_loop(
+            task_id,
+            lambda control: not control.task.state.settled,
+            lambda control: self._takeback.cancel(control, reason),
+        )
 
     def advance(
         self, task_id: str, state: TaskState, reason: str = ""
@@ -324,12 +271,10 @@ class HarnessRunner:
             ValueError for a task whose execution has not ended).
         """
         result: concurrent.futures.Future[TaskState] = concurrent.futures.Future()
-        with self._lock:
-            control = self._controls.get(task_id)
-            if control is None or self._closed:
-                result.set_exception(KeyError(f"no task {task_id} (or the runner is closed)"))
-                return result
-            self._loop.call_soon_threadsafe(self._advance, control, state, reason, result)
+        if not self._on_loop(
+            task_id, lambda _: True, lambda control: self._advance(control, state, reason, result)
+        ):
+            result.set_exception(KeyError(f"no task {task_id} (or the runner is closed)"))
         return result
 
     def hand_off(self, task_id: str, via: str = "delegate_result") -> bool:
@@ -339,12 +284,9 @@ class HarnessRunner:
         Returns:
             False for an unknown (or forgotten) task or a closed runner.
         """
-        with self._lock:
-            control = self._controls.get(task_id)
-            if control is None or self._closed:
-                return False
-            self._loop.call_soon_threadsafe(self._hand_off, control, via)
-        return True
+        return self._on_loop(
+            task_id, lambda _: True, lambda control: self._book.hand_off(control, via)
+        )
 
     def undelivered(self) -> list[Task]:
         """COMPLETED tasks whose reply has not left the harness yet, oldest first.
@@ -353,12 +295,11 @@ class HarnessRunner:
         never handed off; the caller offers them (and moves them to DELIVERING with
         :meth:`advance`, which also marks them handed off).
         """
-        with self._lock:
-            return [
-                c.task
-                for c in self._controls.values()
-                if c.task.state is TaskState.COMPLETED and not c.handed_off
-            ]
+        return [
+            c.task
+            for c in self._book.controls()
+            if c.task.state is TaskState.COMPLETED and not c.handed_off
+        ]
 
     def recover(
         self,
@@ -367,7 +308,7 @@ class HarnessRunner:
         stale_after_s: float | None = None,
         timeout: float = 10.0,
     ) -> Recovery:
-        """Resolve what the journal holds from a previous process (rules: module docstring).
+        """Resolve what the journal holds from a previous process (rules: :mod:`.recovery`).
 
         Call once, before submitting work. Recovered tasks join :meth:`tasks` (transitions go
         to the listeners as usual; a re-run first records a resume with the same state).
@@ -394,13 +335,18 @@ class HarnessRunner:
             if self._recovered:
                 raise RuntimeError("HarnessRunner.recover() may only be called once")
             self._recovered = True
-        if self._journal is None:
+        journal = self._journal
+        if journal is None:
             return Recovery()
         done: concurrent.futures.Future[Recovery] = concurrent.futures.Future()
 
         def run() -> None:
             try:
-                done.set_result(self._recover(evidence, stale_after_s))
+                done.set_result(
+                    recover(
+                        journal, self._book, self.registry, self._rerun, evidence, stale_after_s
+                    )
+                )
             except BaseException as exc:
                 done.set_exception(exc)
 
@@ -439,28 +385,38 @@ class HarnessRunner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _on_loop(
+        self,
+        task_id: str,
+        eligible: Callable[[Control], bool],
+        action: Callable[[Control], None],
+    ) -> bool:
+        """Schedule ``action(control)`` on the runner thread if the task is known, the runner
+        open and ``eligible(control)``; returns whether it was scheduled."""
+        with self._lock:
+            control = self._book.get(task_id)
+            if control is None or self._closed or not eligible(control):
+                return False
+            self._loop.call_soon_threadsafe(action, control)
+        return True
+
     # --- runner thread -----------------------------------------------------------------------
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
         self._loop.run_forever()
 
-    def _forget_old(self) -> None:
-        """Drop the oldest settled tasks beyond ``max_retained`` (caller holds the lock)."""
-        while len(self._controls) > self._max_retained and self._settled:
-            task_id, _ = self._settled.popitem(last=False)
-            self._controls.pop(task_id, None)
-
     def _start(
         self,
-        control: _Control,
+        control: Control,
         evidence: TimelineView,
         tool_name: str | None,
         args: Mapping[str, Any] | None,
     ) -> None:
         task = control.task
         if tool_name is None and is_cancel_request(task.query):
-            self._start_cancel_request(control)
+            self._takeback.begin_request(control)
+            self._spawn(control, self._takeback.answer_request(control))
             return
         problem = ""
         try:
@@ -477,83 +433,37 @@ class HarnessRunner:
         except Exception:  # a router bug must not take the runner down
             log.exception("harness: routing task %s failed", task.id)
             problem = "routing failed (an internal error)"
-        self._journaled(lambda j: j.record_task(task, control.tool))
-        self._notify(task, None, TaskState.QUEUED)
+        self._book.queued(control)
         if problem:
-            self._fail(control, problem)
+            self._book.fail(control, problem)
             return
-        if task.tool in self._superseding:
-            for older in self._session_work(task, tool=task.tool):
-                self._take_back(older, f"superseded by a newer request (task {task.id[:8]})")
+        self._takeback.supersede(control)
         self._spawn(control, self._execute(control, evidence))
 
-    def _spawn(self, control: _Control, body: Any) -> None:
+    def _rerun(self, control: Control, evidence: TimelineView) -> None:
+        """Recovery's hook: run a journaled task's tool again under its own id."""
+        self._spawn(control, self._execute(control, evidence, rerun=True))
+
+    def _spawn(self, control: Control, body: Any) -> None:
         job = self._loop.create_task(body, name=f"harness-task-{control.task.id}")
         control.job = job
         job.add_done_callback(lambda j: self._job_done(control, j))
 
-    # --- taking work back: cancel requests and superseding requests --------------------------
-
-    def _session_work(self, task: Task, tool: str | None = None) -> list[_Control]:
-        """The session's other tasks (on ``tool``) not finished yet: running, or with a reply
-        nobody has heard."""
-        with self._lock:
-            controls = list(self._controls.values())
-        return [
-            c
-            for c in controls
-            if c.task is not task
-            and c.task.session_id == task.session_id
-            and not c.cancel_request
-            and (tool is None or c.task.tool == tool)
-            and c.task.state in _TAKE_BACK
-        ]
-
-    def _take_back(self, control: _Control, reason: str) -> None:
-        """Cancel a task that is still working; withdraw a reply nobody has heard yet."""
-        task = control.task
-        if not task.state.settled:
-            self._cancel(control, reason)
-        elif control.tool is None or not control.tool.side_effects:
-            self._move(control, TaskState.CANCELLED, f"reply withdrawn: {reason}")
-
-    def _start_cancel_request(self, control: _Control) -> None:
-        task = control.task
-        task.tool = CANCEL_TOOL
-        control.cancel_request = True
-        self._journaled(lambda j: j.record_task(task, None))
-        self._notify(task, None, TaskState.QUEUED)
-        self._spawn(control, self._cancel_request(control))
-
-    async def _cancel_request(self, control: _Control) -> None:
-        task = control.task
-        self._move(control, TaskState.RUNNING, "cancelling the session's work")
-        targets = self._session_work(task)
-        for target in targets:
-            self._take_back(target, "the user asked to stop")
-        unsettled = [t.future for t in targets if not t.future.done()]
-        if unsettled:
-            await asyncio.wait([asyncio.wrap_future(f) for f in unsettled], timeout=CANCEL_WAIT_S)
-        task.result_text = _cancel_summary([t.task for t in targets], [t.tool for t in targets])
-        task.payload = {"targets": {t.task.id: t.task.state.value for t in targets}}
-        self._move(control, TaskState.COMPLETED, "cancel request answered")
-
-    async def _execute(
-        self, control: _Control, evidence: TimelineView, rerun: bool = False
-    ) -> None:
+    async def _execute(self, control: Control, evidence: TimelineView, rerun: bool = False) -> None:
         task, tool = control.task, control.tool
         assert tool is not None
+        book = self._book
         async with self._semaphore:
             if task.state is TaskState.QUEUED:
-                self._move(control, TaskState.RUNNING, f"running {tool.name}")
+                book.move(control, TaskState.RUNNING, f"running {tool.name}")
             elif rerun and task.state is TaskState.RUNNING:
-                self._resume(control, f"re-running {tool.name} after a harness restart")
+                book.resume(control, f"re-running {tool.name} after a harness restart")
             elif rerun and task.state is TaskState.CANCELLING:
-                self._move(control, TaskState.CANCELLED, "cancelled before it was re-run")
+                book.move(control, TaskState.CANCELLED, "cancelled before it was re-run")
                 return
             else:
                 return
-            # The tool runs on its own thread; its report_progress() comes back to _progress.
+            # The tool runs on its own thread; its report_progress() comes back to progress().
             tool_job = self._loop.create_task(
                 _call_tool(
                     self._tool_loops,
@@ -573,74 +483,61 @@ class HarnessRunner:
                 raise
             if not done:
                 await _stop(tool_job)
-                self._fail(control, _timeout_reason(tool))
+                book.fail(control, _timeout_reason(tool))
                 return
             self._settle(control, tool_job)
 
-    def _settle(self, control: _Control, tool_job: asyncio.Task[ToolResult]) -> None:
+    def _settle(self, control: Control, tool_job: asyncio.Task[ToolResult]) -> None:
         """Settle a task from its finished tool job."""
-        task, tool = control.task, control.tool
+        task, tool, book = control.task, control.tool, self._book
         assert tool is not None
         cancelling = task.state is TaskState.CANCELLING
         if tool_job.cancelled():
             if cancelling:
-                self._move(control, TaskState.CANCELLED, f"{tool.name} was cancelled")
+                book.move(control, TaskState.CANCELLED, f"{tool.name} was cancelled")
             else:
-                self._fail(control, f"the {tool.name} tool stopped: it was cancelled")
+                book.fail(control, f"the {tool.name} tool stopped: it was cancelled")
             return
         exc = tool_job.exception()
         if exc is not None:
             if isinstance(exc, ToolError):
-                self._fail(control, _spoken_reason(str(exc)) or f"the {tool.name} tool failed")
+                book.fail(control, _spoken_reason(str(exc)) or f"the {tool.name} tool failed")
             else:
                 _log_crash(f"tool {tool.name} failed on task {task.id}", exc)
-                self._fail(control, f"the {tool.name} tool failed unexpectedly")
+                book.fail(control, f"the {tool.name} tool failed unexpectedly")
             return
         result = tool_job.result()
         problem = _result_problem(tool, result)
         if problem:
-            self._fail(control, problem)
+            book.fail(control, problem)
             return
         secrets = env_secrets()
         task.result_text = scrub(clean_text(result.text), secrets)
         task.payload = _clean_value(scrub_value(dict(result.payload), secrets))
         if not cancelling:
-            self._move(control, TaskState.COMPLETED, f"{tool.name} finished")
+            book.move(control, TaskState.COMPLETED, f"{tool.name} finished")
         elif tool.side_effects:
             task.note = ALREADY_DONE_NOTE
-            self._move(control, TaskState.COMPLETED, "it had already been done: cancel too late")
+            book.move(control, TaskState.COMPLETED, "it had already been done: cancel too late")
         else:
-            self._move(control, TaskState.CANCELLED, "result discarded: cancel requested")
+            book.move(control, TaskState.CANCELLED, "result discarded: cancel requested")
 
-    def _job_done(self, control: _Control, job: asyncio.Task[None]) -> None:
+    def _job_done(self, control: Control, job: asyncio.Task[None]) -> None:
         if not job.cancelled() and job.exception() is not None:
             exc = job.exception()
             assert exc is not None
             _log_crash(f"task {control.task.id} crashed", exc)
             if not control.task.state.settled:
-                self._fail(control, "internal error")
+                self._book.fail(control, "internal error")
         if not control.task.state.settled:
             reason = SHUTDOWN_REASON
             if control.tool is not None and control.tool.side_effects:
-                reason += " (it may already have taken effect)"
-            self._fail(control, reason)
-
-    def _cancel(self, control: _Control, reason: str) -> None:
-        task = control.task
-        if task.state is TaskState.QUEUED:
-            self._move(control, TaskState.CANCELLING, reason)
-            self._move(control, TaskState.CANCELLED, "cancelled before it started")
-            if control.job is not None:
-                control.job.cancel()
-        elif task.state is TaskState.RUNNING:
-            self._move(control, TaskState.CANCELLING, reason)
-            tool, tool_job = control.tool, control.tool_job
-            if tool is not None and tool.cancellable and tool_job is not None:
-                tool_job.cancel()
+                reason += MAY_HAVE_ACTED
+            self._book.fail(control, reason)
 
     def _advance(
         self,
-        control: _Control,
+        control: Control,
         state: TaskState,
         reason: str,
         result: concurrent.futures.Future[TaskState],
@@ -648,13 +545,12 @@ class HarnessRunner:
         try:
             if not control.task.state.settled:
                 raise ValueError(f"task {control.task.id} is still {control.task.state.value}")
-            result.set_result(self._move(control, state, reason))
+            result.set_result(self._book.move(control, state, reason))
         except Exception as exc:
             result.set_exception(exc)
 
     async def _shutdown(self) -> None:
-        with self._lock:
-            controls = list(self._controls.values())
+        controls = self._book.controls()
         jobs = [c.job for c in controls if c.job is not None and not c.job.done()]
         for job in jobs:
             job.cancel()
@@ -662,7 +558,7 @@ class HarnessRunner:
             await asyncio.wait(jobs, timeout=CANCEL_GRACE_S * 2)
         for control in controls:
             if not control.task.state.settled:
-                self._fail(control, SHUTDOWN_REASON)
+                self._book.fail(control, SHUTDOWN_REASON)
         waiting = [c.tool_job for c in controls if c.tool_job is not None and not c.tool_job.done()]
         for tool_job in waiting:  # a second cancel: stop waiting for tools that ignored one
             tool_job.cancel()
@@ -670,240 +566,12 @@ class HarnessRunner:
             await asyncio.wait(waiting, timeout=CANCEL_GRACE_S)
         self._tool_loops.close()
 
-    def _hand_off(self, control: _Control, via: str) -> None:
-        if control.handed_off:
-            return
-        control.handed_off = True
-        self._journaled(lambda j: j.mark_handed_off(control.task.id, via))
-
-    def _recover(
-        self, evidence: Callable[[int], TimelineView] | None, stale_after_s: float | None
-    ) -> Recovery:
-        """Runner thread: load the journal's unfinished tasks and resolve them (see module)."""
-        journal = self._journal
-        assert journal is not None
-        pending, undelivered = journal.pending(), journal.undelivered()
-        rerun: list[Task] = []
-        failed: list[Task] = []
-        cancelled: list[Task] = []
-        offered: list[Task] = []
-        now = journal.wall()
-        for row in pending:
-            control = self._adopt(row)
-            if control is None:
-                continue
-            task, tool = control.task, control.tool
-            if task.state is TaskState.CANCELLING:
-                if tool is not None and not tool.side_effects:
-                    reason = f"{INTERRUPTED_REASON} while cancelling"
-                    self._move(control, TaskState.CANCELLED, reason)
-                    cancelled.append(task)
-                else:
-                    self._fail(control, f"{INTERRUPTED_REASON} while cancelling{MAY_HAVE_ACTED}")
-                    failed.append(task)
-            elif self._rerunnable(row, tool):
-                assert tool is not None
-                view = evidence(task.cutoff_seq) if evidence else TimelineView((), task.cutoff_seq)
-                if task.state is TaskState.QUEUED:
-                    self._resume(control, "queued again after a harness restart")
-                job = self._loop.create_task(
-                    self._execute(control, view, rerun=True), name=f"harness-task-{task.id}"
-                )
-                control.job = job
-                job.add_done_callback(lambda j, c=control: self._job_done(c, j))
-                rerun.append(task)
-            else:
-                reason = INTERRUPTED_REASON
-                if task.state is TaskState.QUEUED:
-                    reason += " before it started"
-                elif tool is None or tool.side_effects:
-                    reason += MAY_HAVE_ACTED
-                self._fail(control, reason)
-                failed.append(task)
-        for row in undelivered:
-            control = self._adopt(row)
-            if control is None:
-                continue
-            age = now - row.updated_t
-            if stale_after_s is not None and age > stale_after_s:
-                self._fail(
-                    control,
-                    f"stale: completed {age:.0f} s before the harness restarted, not delivered",
-                )
-                failed.append(control.task)
-            else:
-                offered.append(control.task)
-        delivering: list[Task] = []
-        for row in journal.rows():
-            if row.state is not TaskState.DELIVERING:
-                continue
-            control = self._adopt(row)
-            if control is None:
-                continue
-            age = now - row.updated_t
-            if stale_after_s is not None and age > stale_after_s:
-                reason = f"stale: its delivery was not confirmed within {age:.0f} s"
-                self._fail(control, f"{reason} before the harness restarted")
-                failed.append(control.task)
-            else:
-                delivering.append(control.task)
-        log.info(
-            "harness: recovered from %s: %d re-run, %d failed, %d cancelled, %d undelivered",
-            journal.path,
-            len(rerun),
-            len(failed),
-            len(cancelled),
-            len(offered),
-        )
-        return Recovery(
-            tuple(rerun), tuple(failed), tuple(cancelled), tuple(offered), tuple(delivering)
-        )
-
-    def _adopt(self, row: JournalRow) -> _Control | None:
-        """A journaled task back under the runner's control (None if its id is taken)."""
-        task = row.to_task()
-        control = _Control(task, concurrent.futures.Future())
-        try:
-            control.tool = self.registry.get(row.tool) if row.tool else None
-        except UnknownToolError:
-            control.tool = None
-        control.cancel_request = row.tool == CANCEL_TOOL and control.tool is None
-        if task.state.settled:
-            control.future.set_result(task)
-        with self._lock:
-            if task.id in self._controls:
-                log.warning("harness: journaled task %s is already known; left alone", task.id)
-                return None
-            self._controls[task.id] = control
-            if task.state.settled:
-                self._settled[task.id] = None
-            self._forget_old()
-        return control
-
-    def _rerunnable(self, row: JournalRow, tool: Tool | None) -> bool:
-        if tool is None or not (tool.idempotent and row.idempotent) or row.redacted:
-            return False
-        try:
-            tool.validate(row.args)
-        except ArgumentError:
-            return False
-        return True
-
-    def _fail(self, control: _Control, reason: str) -> None:
-        control.task.error = reason
-        self._move(control, TaskState.FAILED, reason)
-
-    def _move(self, control: _Control, state: TaskState, reason: str) -> TaskState:
-        """Journal the transition, then make it, then tell the listeners."""
-        task = control.task
-        old = task.state
-        if state not in TRANSITIONS[old]:
-            raise InvalidTransition(task.id, old, state)
-        t = self._clock.now()
-        if state.settled:
-            task.progress = 1.0
-        self._journaled(lambda j: j.record_transition(task, old, state, t, reason))
-        task.transition(state, t, reason)
-        if state in (TaskState.DELIVERING, TaskState.DELIVERED):
-            control.handed_off = True
-        elif state is TaskState.COMPLETED:
-            control.handed_off = False
-        self._notify(task, old, state)
-        if state.settled and not control.future.done():
-            with self._lock:
-                if task.id in self._controls:
-                    self._settled[task.id] = None
-            control.future.set_result(task)
-        return old
-
-    def _resume(self, control: _Control, reason: str) -> None:
-        """A recovered task re-enters its state (journaled first, then listeners)."""
-        task = control.task
-        t = self._clock.now()
-        self._journaled(lambda j: j.record_transition(task, task.state, task.state, t, reason))
-        task.resume(t, reason)
-        self._notify(task, task.state, task.state)
-
-    def _journaled(self, write: Callable[[Journal], None]) -> None:
-        """Run one journal write; a failure is logged and counted, never raised."""
-        if self._journal is None:
-            return
-        try:
-            write(self._journal)
-        except JournalError as exc:
-            self.journal_errors += 1
-            if self.journal_errors == 1 or self.journal_errors % 100 == 0:
-                log.error("harness: journal write failed (%d so far): %s", self.journal_errors, exc)
-
-    def _from_tool(self, control: _Control, fraction: float, message: str) -> None:
+    def _from_tool(self, control: Control, fraction: float, message: str) -> None:
         """A tool's progress report (from its own thread), handed to the runner's loop."""
         try:
-            self._loop.call_soon_threadsafe(self._progress, control, fraction, message)
+            self._loop.call_soon_threadsafe(self._book.progress, control, fraction, message)
         except RuntimeError:  # the loop is closed: nobody listens any more
             pass
-
-    def _progress(self, control: _Control, fraction: float, message: str) -> None:
-        task = control.task
-        if task.state is not TaskState.RUNNING:
-            return
-        task.progress = clamp_fraction(fraction)
-        for callback in self._progress_listeners:
-            try:
-                callback(task, task.progress, message)
-            except Exception:
-                log.exception("harness: a progress listener failed (task %s)", task.id)
-
-    def _notify(self, task: Task, old: TaskState | None, new: TaskState) -> None:
-        for callback in self._listeners:
-            try:
-                callback(task, old, new)
-            except Exception:
-                log.exception("harness: a transition listener failed (task %s)", task.id)
-
-
-#: States of a task a cancel or a superseding request can still take back.
-_TAKE_BACK = frozenset(
-    {
-        TaskState.QUEUED,
-        TaskState.RUNNING,
-        TaskState.CANCELLING,
-        TaskState.COMPLETED,
-        TaskState.DELIVERING,
-    }
-)
-
-
-def _cancel_summary(tasks: list[Task], tools: list[Tool | None]) -> str:
-    """What a cancel request says it did, truthfully, from the targets' states now."""
-    if not tasks:
-        return "There was nothing running to stop."
-    stopped = [t for t in tasks if t.state is TaskState.CANCELLED]
-    done = [
-        t
-        for t, tool in zip(tasks, tools, strict=True)
-        if t.state in (TaskState.COMPLETED, TaskState.DELIVERING, TaskState.DELIVERED)
-        and (t.note or (tool is not None and tool.side_effects))
-    ]
-    still = [t for t in tasks if not t.state.settled]
-    parts = []
-    if stopped:
-        parts.append(
-            "Okay, I stopped that."
-            if len(stopped) == 1
-            else f"Okay, I stopped {len(stopped)} tasks."
-        )
-    for t in done:
-        parts.append(f"That had already been done: {_quoted(t.query)}.")
-    for t in still:
-        parts.append(f"I could not stop {_quoted(t.query)} yet; it is still finishing.")
-    if not parts:
-        parts.append("Okay, there was nothing left to stop.")
-    return " ".join(parts)
-
-
-def _quoted(query: str, limit: int = 80) -> str:
-    text = " ".join(query.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 async def _stop(job: asyncio.Task[Any]) -> None:
