@@ -6,8 +6,9 @@ own): ``mic_node`` plays ``venus_ros/samples/demo/input.wav`` in real time, ``fr
 runs the cascade frontend, ``harness_node`` runs the tools of ``config/demo_tools.yaml`` (the
 built-ins and ``go_to``, served by ``sim_robot_node``), ``speaker_node`` writes what it played
 to a WAV file, ``monitor_node`` publishes the RViz panel and diagnostics, ``recorder_node``
-records every topic into a rosbag2 (mcap). The microphone starts only once the frontend has
-loaded its models and subscribed, so the session's first words are not lost.
+records every topic into a rosbag2 (mcap). The microphone's process starts with the others but
+stays inactive; it is activated only once the frontend (its models loaded) and the recorder both
+subscribe to it (:func:`start_microphone`), so neither loses the session's first words.
 
 The run ends when the recording has been played, every delegated task has settled and the
 assistant has been quiet for a moment (at most ``max_tail_s`` after the recording). Then,
@@ -18,8 +19,16 @@ from the bag alone, the demo writes into the output folder:
 - ``session/`` (``session/session.mcap`` + ``metadata.yaml``): the rosbag;
 - ``timeline.png``: user and assistant speech, listen/speak bands, overlaps, delegations and
   backend insertions (and the session script's events, for the bundled session);
-- ``summary.txt``: one screen: turns and what the user heard of them, delegations and their
-  outcomes, tool calls, latencies, compute per unit, missed deadlines.
+- ``summary.txt``: one screen: turns and what the user heard of them, what the assistant did
+  about each scripted event, delegations and their outcomes, tool calls, latencies, compute per
+  unit, missed deadlines;
+- ``metrics.json``: the session scored by the evaluation's own code
+  (:func:`venus_ros.eval.metrics.compute_metrics`, one sample per scripted event): Silero voice
+  segments of the played audio with FDB's merging, the response latency (user's end ->
+  assistant's next voice segment), stop latency and outcome of each overlap, FDB's double talk
+  and response gaps, and the offline content judge's label of each overlap. The summary's
+  latencies and event outcomes are read from it, so the demo and ``venus-ros eval run`` agree
+  by construction.
 
 ``--live`` uses the sound card and camera instead of the files (with echo cancellation on) and
 runs until Ctrl-C. This module imports rclpy only inside :func:`run_demo`.
@@ -33,7 +42,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +62,11 @@ OUT_RATE = 24000
 QUIET_S = 3.0
 #: Task states that end a task on the harness's side.
 FINAL_STATES = frozenset({"DELIVERED", "FAILED", "CANCELLED"})
+#: The nodes that must hear the microphone from its first sample.
+LISTENERS = ("frontend_node", "recorder_node")
+#: Once the demo sees every listener subscribed: time for the microphone's process (up since the
+#: start, so its discovery of the other processes is long done) to match the newest of them.
+MATCH_SETTLE_S = 0.5
 
 
 def _say(message: str) -> None:
@@ -120,7 +134,8 @@ def demo_nodes(options: DemoOptions) -> tuple[list[NodeSpec], NodeSpec]:
     if options.live:
         nodes.insert(0, NodeSpec("camera", {"source": "device"}))
     source = "device" if options.live else f"file:{options.session.resolve()}"
-    return nodes, NodeSpec("mic", {"source": source})
+    # Unconfigured until the demo activates it, once every listener is subscribed (run_demo).
+    return nodes, NodeSpec("mic", {"source": source, "autostart": "false"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,15 +145,15 @@ def demo_nodes(options: DemoOptions) -> tuple[list[NodeSpec], NodeSpec]:
 
 class _Watcher:
     """A node in the demo process that follows the session on ``timeline`` for progress lines
-    and for the end of the session."""
+    and for the end of the session, and activates the microphone."""
 
-    def __init__(self) -> None:
+    def __init__(self, context: Any = None, namespace: str = "") -> None:
         from rclpy.node import Node
 
         from venus_interfaces.msg import TimelineEvent
         from venus_ros.nodes.qos import TOPICS, qos_for
 
-        self.node = Node("venus_demo_watcher")
+        self.node = Node("venus_demo_watcher", namespace=namespace, context=context)
         self.mic_s = 0.0  # how far the frontend's units have got in the recording
         self.last_audio_wall = 0.0
         self.open_tasks: set[str] = set()
@@ -173,8 +188,81 @@ class _Watcher:
 
     def frontend_subscribed(self) -> bool:
         """The frontend node subscribes to the microphone (its models are loaded)."""
-        infos = self.node.get_subscriptions_info_by_topic(self._audio_topic)
-        return any(info.node_name == "frontend_node" for info in infos)
+        return "frontend_node" not in self.missing_listeners(("frontend_node",))
+
+    def missing_listeners(self, names: Sequence[str] = LISTENERS) -> list[str]:
+        """Those of ``names`` that do not subscribe to the microphone yet, and ``mic_node`` when
+        its publisher is not seen yet."""
+        topic = self._audio_topic
+        subscribed = {i.node_name for i in self.node.get_subscriptions_info_by_topic(topic)}
+        publishing = {i.node_name for i in self.node.get_publishers_info_by_topic(topic)}
+        missing = [name for name in names if name not in subscribed]
+        return missing + ([] if "mic_node" in publishing else ["mic_node"])
+
+    def activate_microphone(self, timeout_s: float = 10.0) -> str:
+        """Configure and activate ``mic_node`` (started with ``autostart`` off) through its
+        lifecycle service; an empty string, or why it failed."""
+        from lifecycle_msgs.msg import Transition
+        from lifecycle_msgs.srv import ChangeState
+
+        client = self.node.create_client(ChangeState, "mic_node/change_state")
+        try:
+            if not client.wait_for_service(timeout_sec=timeout_s):
+                return "mic_node/change_state is not available"
+            for name, transition in (
+                ("configure", Transition.TRANSITION_CONFIGURE),
+                ("activate", Transition.TRANSITION_ACTIVATE),
+            ):
+                request = ChangeState.Request(transition=Transition(id=transition))
+                future = client.call_async(request)
+                deadline = time.monotonic() + timeout_s
+                while not future.done() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                result = future.result() if future.done() else None
+                if result is None or not result.success:
+                    return f"mic_node did not {name}"
+            return ""
+        finally:
+            self.node.destroy_client(client)
+
+
+def start_microphone(
+    watcher: _Watcher,
+    poll: Callable[[float], int],
+    timeout_s: float,
+    listeners: Sequence[str] = LISTENERS,
+) -> tuple[int, str]:
+    """Activate the microphone once every listener hears it, so none loses the first words.
+
+    The microphone (``mic_node``, started with ``autostart`` off) starts playing its file as
+    soon as it has one matched subscriber. Started while the frontend was still loading its
+    models, it began at the recorder's subscription, and the frontend, subscribed seconds later
+    and matched by the young process after a discovery delay that a cold first run makes long,
+    heard the recording from its second second on: it lost the greeting's first word and put
+    every later unit a second early (it counts samples from the first chunk it gets).
+
+    Args:
+        watcher: the demo's graph watcher.
+        poll: waits up to the given seconds; a process's exit status (or 130 for a stop)
+            ends the wait, 0 goes on.
+        timeout_s: longest wait for the listeners.
+        listeners: node names that must subscribe to ``audio/in`` first.
+
+    Returns:
+        ``(exit status, message)``: ``(0, "")`` once the microphone is active.
+    """
+    deadline = time.monotonic() + timeout_s
+    while missing := watcher.missing_listeners(listeners):
+        code = poll(0.25)
+        if code:
+            return code, ""
+        if time.monotonic() > deadline:
+            return 1, f"not ready after {timeout_s:.0f} s: {', '.join(missing)}"
+    code = poll(MATCH_SETTLE_S)
+    if code:
+        return code, ""
+    failed = watcher.activate_microphone()
+    return (1, failed) if failed else (0, "")
 
 
 def run_demo(options: DemoOptions) -> int:
@@ -226,17 +314,19 @@ def run_demo(options: DemoOptions) -> int:
         names = ", ".join(spec.name for spec in [*nodes, mic])
         _say(f"starting {names} (ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']})")
         system.start()
+        microphone.start()  # inactive: it publishes nothing until activate_microphone()
         _say("waiting for the frontend to load its models (speech stack, policy, router)")
-        deadline = time.monotonic() + options.start_timeout_s
-        while not watcher.frontend_subscribed():
-            code = system.watch(0.25)
-            if code or stop["now"]:
-                return code or 130
-            if time.monotonic() > deadline:
-                _say(f"the frontend was not ready after {options.start_timeout_s:.0f} s")
-                return 1
-        _say(f"frontend ready after {time.monotonic() - started:.1f} s; starting the microphone")
-        microphone.start()
+
+        def poll(seconds: float) -> int:
+            code = system.watch(seconds) or microphone.watch(0.01)
+            return code or (130 if stop["now"] else 0)
+
+        code, failed = start_microphone(watcher, poll, options.start_timeout_s)
+        if failed:
+            _say(failed)
+        if code:
+            return code
+        _say(f"frontend ready after {time.monotonic() - started:.1f} s; microphone started")
         mic_started = time.monotonic()
         status = _follow(options, duration, system, microphone, watcher, stop)
         _say(f"session over after {time.monotonic() - mic_started:.1f} s; stopping the nodes")
@@ -262,9 +352,15 @@ def run_demo(options: DemoOptions) -> int:
     events = _script_events(options)
     _say("writing conversation.wav")
     write_conversation(session, out / "conversation.wav")
+    metrics = None
+    if events:
+        _say("scoring the session with the evaluation's metrics (Silero VAD, content judge)")
+        metrics = score_session(session, events, _input_folder(options))
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=1), encoding="utf-8")
     _say("drawing timeline.png")
-    plot_timeline(session, out / "timeline.png", events)
-    lines = summary_lines(session, events, options, wall_s=time.monotonic() - started)
+    overlaps = _double_talk(metrics) if metrics else None
+    plot_timeline(session, out / "timeline.png", events, overlaps)
+    lines = summary_lines(session, events, options, time.monotonic() - started, metrics)
     (out / "summary.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return 0
@@ -313,6 +409,29 @@ def _spin(executor: Any) -> None:
         executor.spin()
     except Exception:  # the context went away under it at shutdown
         pass
+
+
+def _input_folder(options: DemoOptions) -> Path:
+    """A folder whose ``input.wav`` is the session's recording (the evaluation's user channel):
+    the recording's own folder, or ``out/eval`` holding a link to it."""
+    from venus_ros.eval.scenario import INPUT_WAV
+
+    session = options.session.resolve()
+    if session.name == INPUT_WAV:
+        return session.parent
+    folder = options.out / "eval"
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / INPUT_WAV
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(session)
+    return folder
+
+
+def _double_talk(metrics: dict[str, Any]) -> list[tuple[float, float]]:
+    """FDB's double-talk intervals of the session (the same in every sample's row)."""
+    rows = [r for r in metrics["per_sample"] if r.get("latency_stop_list") is not None]
+    return [(float(a), float(b)) for a, b in rows[0]["latency_stop_list"]] if rows else []
 
 
 def _script_events(options: DemoOptions) -> list[dict[str, Any]]:
@@ -469,28 +588,6 @@ def write_conversation(session: Session, path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _active(signal: np.ndarray, threshold_db: float = -40.0, hop: int = 160) -> np.ndarray:
-    """Per 10 ms: whether the signal is louder than ``threshold_db`` dBFS."""
-    n = signal.size // hop
-    if n == 0:
-        return np.zeros(0, dtype=bool)
-    frames = signal[: n * hop].reshape(n, hop)
-    power = np.mean(np.square(frames, dtype=np.float64), axis=1)
-    return 10.0 * np.log10(power + 1e-12) > threshold_db
-
-
-def _spans(active: np.ndarray, hop_s: float = 0.01, bridge_s: float = 0.3) -> list[list[float]]:
-    """Runs of activity as [start, end] seconds, gaps shorter than ``bridge_s`` bridged."""
-    spans: list[list[float]] = []
-    for i in np.flatnonzero(active):
-        t = i * hop_s
-        if spans and t - spans[-1][1] <= bridge_s:
-            spans[-1][1] = t + hop_s
-        else:
-            spans.append([t, t + hop_s])
-    return spans
-
-
 @dataclass(frozen=True)
 class Turn:
     """One assistant turn as the user experienced it."""
@@ -607,6 +704,143 @@ def delegations_of(session: Session) -> list[Delegation]:
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# Scoring: the evaluation's own metric code on the session
+# ---------------------------------------------------------------------------------------------
+
+#: Expected behaviour of the overlap kinds of a session script (the evaluation's categories).
+EXPECTED = {"interruption": "respond", "backchannel": "resume", "other_directed": "resume"}
+EXPECTED["background"] = "resume"
+
+
+def eval_samples(events: Sequence[dict[str, Any]], session: Session, folder: Path) -> list[Any]:
+    """The session script as evaluation samples (:class:`venus_ros.eval.scenario.Sample`), one
+    per event, all on the session's time axis with ``folder``'s ``input.wav`` as the user channel.
+
+    An event whose kind is an overlap category of the evaluation (``interruption``,
+    ``backchannel``, ``other_directed``, ``background``) becomes an overlap sample of that
+    category (the answer in progress, for the content judge, is what the assistant had started
+    saying last before the onset); every other event is a ``turn_taking`` sample (response
+    latency: the user's end to the assistant's next voice segment).
+
+    Raises:
+        ValueError: an event without ``start``, ``end``, ``kind`` or ``text``.
+    """
+    from venus_ros.eval.scenario import OVERLAP_CATEGORIES, Sample, Turn as UserTurn
+
+    turns = turns_of(session)
+    samples = []
+    for i, event in enumerate(events):
+        try:
+            start, end = float(event["start"]), float(event["end"])
+            kind, text = str(event["kind"]), str(event["text"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"session event {i}: needs start, end, kind and text: {exc}") from exc
+        user = event.get("speaker", "user") == "user"
+        said = (UserTurn(start, end, text),) if user else ()
+        extra: dict[str, Any] = {"event": kind}
+        overlap = kind in OVERLAP_CATEGORIES
+        if overlap:
+            before = [turn.said for turn in turns if turn.start <= start]
+            if before:
+                extra["reference"] = before[-1]
+            if not user:
+                extra["background"] = {"text": text}
+        samples.append(
+            Sample(
+                id=f"{i:02d}_{kind}",
+                folder=folder,
+                category=kind if overlap else "turn_taking",
+                turns=said,
+                overlap=(start, end) if overlap else None,
+                expected=EXPECTED.get(kind, "resume") if overlap else None,
+                needs_delegation=None,
+                expected_tool_calls=(),
+                tools=None,
+                assistant_turns=(),
+                extra=extra,
+            )
+        )
+    return samples
+
+
+def timeline_records(session: Session) -> tuple[Any, ...]:
+    """The session's timeline as :class:`venus_ros.core.timeline.Record` objects on the mic
+    clock (kinds this version does not know are left out)."""
+    from venus_ros.core.timeline import Kind, Record
+
+    known = {kind.value: kind for kind in Kind}
+    return tuple(
+        Record(seq, t, known[kind], json.dumps(payload, separators=(",", ":")))
+        for seq, (t, kind, payload) in enumerate(session.records)
+        if kind in known
+    )
+
+
+class _OnceTranscriber:
+    """A transcriber that transcribes the same audio and segments once for every sample."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self._cache: dict[tuple[int, int, tuple[tuple[float, float], ...]], Any] = {}
+
+    def words(self, audio: np.ndarray, rate: int, segments: Sequence[tuple[float, float]]) -> Any:
+        """The inner transcriber's words, computed at the first call for these inputs."""
+        key = (id(audio), int(rate), tuple((float(a), float(b)) for a, b in segments))
+        if key not in self._cache:
+            self._cache[key] = self.inner.words(audio, rate, segments)
+        return self._cache[key]
+
+
+def score_session(
+    session: Session,
+    events: Sequence[dict[str, Any]],
+    folder: Path,
+    *,
+    judge: bool = True,
+    detector: str = "silero",
+) -> dict[str, Any]:
+    """Score the session with the evaluation's metric code (:func:`venus_ros.eval.metrics.
+    compute_metrics`): the same voice activity (Silero on the played audio, FDB's merging), the
+    same latency definitions and, with ``judge``, the same offline content judge (packaged
+    MiniLM, faster-whisper ``tiny.en`` transcripts) as ``venus-ros eval run``.
+
+    Args:
+        session: the decoded bag.
+        events: the session script's events.
+        folder: holds ``input.wav``, the user channel (for FDB's double talk and response gaps).
+        judge: label the overlap events by content.
+        detector: ``"silero"`` (the evaluation's) or ``"energy"`` (tests on synthetic tones).
+
+    Returns:
+        :func:`~venus_ros.eval.metrics.compute_metrics`' result; its ``per_sample`` rows are in
+        ``events``' order.
+    """
+    from venus_ros.eval.metrics import MetricsConfig, SampleRun, compute_metrics
+
+    samples = eval_samples(events, session, folder)
+    records = timeline_records(session)
+    played = np.ascontiguousarray(session.assistant, dtype=np.float32)
+    runs = [
+        SampleRun(sample, records, played, RATE, (), (), (), 0) for sample in samples
+    ]  # fmt: skip
+    judging = transcriber = None
+    if judge and any(s.overlap is not None for s in samples):
+        from venus_ros.eval.judge import WhisperTranscriber, make_judge
+        from venus_ros.frontends.cascade.embed import Embedder
+
+        judging = make_judge("offline", embed=Embedder().embed)
+        transcriber = _OnceTranscriber(WhisperTranscriber("tiny.en"))
+    return compute_metrics(
+        runs,
+        "demo",
+        str(folder),
+        config=MetricsConfig(detector=detector),
+        judge=judging,
+        transcriber=transcriber,
+    )
+
+
 def _compute(session: Session) -> tuple[list[float], int]:
     stats = [p for _, k, p in session.records if k == "unit_stats"]
     return [float(p.get("compute_s", 0.0)) for p in stats], sum(
@@ -615,9 +849,14 @@ def _compute(session: Session) -> tuple[list[float], int]:
 
 
 def summary_lines(
-    session: Session, events: Sequence[dict[str, Any]], options: DemoOptions, wall_s: float
+    session: Session,
+    events: Sequence[dict[str, Any]],
+    options: DemoOptions,
+    wall_s: float,
+    metrics: dict[str, Any] | None = None,
 ) -> list[str]:
-    """The one-screen summary."""
+    """The one-screen summary; the events' outcomes and latencies are ``metrics``' (see
+    :func:`score_session`), the evaluation's own figures."""
     turns = turns_of(session)
     delegations = delegations_of(session)
     source = "microphone (live)" if options.live else str(options.session)
@@ -633,11 +872,17 @@ def summary_lines(
         lines.append(f"  {turn.start:5.1f} s  {turn.kind:8} said {turn.said!r}{note}")
         if turn.heard != turn.said:
             lines.append(f"{'':18}heard {turn.heard!r}")
-    if events:
-        lines.append("the session's events and what the assistant did:")
-        for event in events:
+    rows = list(metrics["per_sample"]) if metrics else []
+    if events and len(rows) == len(events):
+        judged = metrics is not None and metrics.get("overlap_basis") == "content"
+        lines.append(
+            "the session's events and what the assistant did (venus_ros.eval.metrics: Silero "
+            "voice segments of the played audio"
+            + (", content judge labels marked [judge: ...]):" if judged else "):")
+        )
+        for event, row in zip(events, rows, strict=True):
             lines.append(
-                f"  {event['start']:5.1f} s  {event['kind']:15} {_reaction(session, event, turns)}"
+                f"  {event['start']:5.1f} s  {event['kind']:15} {_reaction(event, row, turns)}"
             )
     lines.append("delegations:")
     for d in delegations:
@@ -652,13 +897,8 @@ def summary_lines(
         if d.tool:
             tools[d.tool] = tools.get(d.tool, 0) + 1
     lines.append("tool calls: " + (", ".join(f"{k} x{v}" for k, v in tools.items()) or "none"))
-    latencies = _response_latencies(session, events)
-    if latencies:
-        lat = np.array(latencies)
-        lines.append(
-            f"response latency (user stops -> assistant audio): p50 {np.median(lat):.2f} s, "
-            f"max {lat.max():.2f} s over {lat.size} answered requests"
-        )
+    if metrics:
+        lines.extend(_latency_lines(metrics))
     done = [s_t - d.t for d in delegations for s_t, s in d.states if s == "COMPLETED"]
     if done:
         lines.append("delegation -> task completed: " + ", ".join(f"{x:.1f} s" for x in done))
@@ -673,41 +913,77 @@ def summary_lines(
     out = options.out
     lines.append(
         f"wrote {out / 'conversation.wav'} (user left, assistant right), {out / 'session'} "
-        f"(rosbag2, mcap), {out / 'timeline.png'}, {out / 'summary.txt'}"
+        f"(rosbag2, mcap), {out / 'timeline.png'}, {out / 'summary.txt'}, "
+        f"{out / 'metrics.json'}"
     )
     return lines
 
 
-def _speaking_at(session: Session, t: float) -> bool:
-    return any(start <= t < end + 0.05 for start, end, _ in session.played)
+def _s(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f} s"
 
 
-def _reaction(session: Session, event: dict[str, Any], turns: Sequence[Turn]) -> str:
-    """What the assistant did about one scripted event."""
-    start, end = float(event["start"]), float(event["end"])
+def _reaction(event: dict[str, Any], row: dict[str, Any], turns: Sequence[Turn]) -> str:
+    """What the assistant did about one scripted event, from its evaluation row."""
     text = event["text"]
-    if _speaking_at(session, start + 0.1):
-        flushes = [t for t, k, _ in session.records if k == "flush" and start <= t <= end + 2.5]
-        if flushes:
-            return f"{text!r}: over the assistant; it yielded after {flushes[0] - start:.1f} s"
-        return f"{text!r}: over the assistant; it kept speaking (no yield)"
-    after = [turn for turn in turns if turn.start >= end]
-    if not after:
-        return f"{text!r}: no answer"
-    nxt = after[0]
-    return f"{text!r}: answered after {nxt.start - end:.1f} s ({nxt.kind}): {nxt.said[:50]!r}"
+    if row.get("overlap"):
+        outcome = row.get("outcome")
+        if outcome == "not_speaking":
+            head = f"{text!r}: the assistant was not speaking at its onset"
+        elif outcome == "resume":
+            head = f"{text!r}: over the assistant; it kept speaking (resume)"
+        else:
+            head = (
+                f"{text!r}: over the assistant; it stopped after "
+                f"{_s(row.get('stop_latency_s'))} ({outcome}"
+                + (
+                    f", new speech {_s(row.get('response_latency_s'))} after the overlap's end)"
+                    if row.get("response_latency_s") is not None
+                    else ")"
+                )
+            )
+        if row.get("label") and outcome == "not_speaking":
+            head += f" [judge: {row['label']}; not scored, as in the evaluation]"
+        elif row.get("label"):
+            head += f" [judge: {row['label']}, expected {row.get('expected')}]"
+        return head
+    latency = row.get("turn_latency_s")
+    if latency is None:
+        return f"{text!r}: no answer within 5 s"
+    end = float(event["end"])
+    after = [turn for turn in turns if turn.start >= end - 0.1]
+    said = f" ({after[0].kind}): {after[0].said[:50]!r}" if after else ""
+    return f"{text!r}: answered after {latency:.2f} s{said}"
 
 
-def _response_latencies(session: Session, events: Sequence[dict[str, Any]]) -> list[float]:
-    out = []
-    for event in events:
-        if event.get("speaker") != "user" or _speaking_at(session, float(event["start"]) + 0.1):
-            continue
-        end = float(event["end"])
-        starts = [s for s, _, _ in session.played if s >= end]
-        if starts and starts[0] - end < 5.0:
-            out.append(starts[0] - end)
-    return out
+def _latency_lines(metrics: dict[str, Any]) -> list[str]:
+    """Response and stop latencies as the evaluation reports them."""
+    lines = []
+    turn = metrics["turn_taking"]
+    lat = turn["latency_s"]
+    if lat["n"]:
+        lines.append(
+            f"response latency (user's end -> assistant's next voice segment, eval turn taking): "
+            f"p50 {lat['p50']:.2f} s, max {max(lat['values']):.2f} s over {lat['n']} answered "
+            f"of {turn['n']} requests"
+        )
+    block = metrics["overlap"]["by_expected"]["respond"]
+    if block["n"]:
+        stop, resp = block["stop_latency_s"], block["response_latency_s"]
+        lines.append(
+            f"interruptions ({block['n']}): stop latency (onset -> assistant silent) p50 "
+            f"{_s(stop['p50'])}; response latency (its end -> new speech) p50 {_s(resp['p50'])}; "
+            f"FDB double talk p50 {_s(block['fdb_stop_s']['p50'])}, FDB response gap p50 "
+            f"{_s(block['fdb_resp_s']['p50'])}"
+        )
+    keep = metrics["overlap"]["by_expected"]["resume"]
+    if keep["n"]:
+        lines.append(
+            f"overlaps to talk through ({keep['n']}): continued {keep['outcomes']['resume']} "
+            f"of {keep['scored']} acoustically (not speaking at onset: {keep['not_speaking']})"
+            + (f"; judge: {keep['labels']['resume']} resume" if keep["basis"] == "content" else "")
+        )
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------
@@ -715,8 +991,18 @@ def _response_latencies(session: Session, events: Sequence[dict[str, Any]]) -> l
 # ---------------------------------------------------------------------------------------------
 
 
-def plot_timeline(session: Session, path: Path, events: Iterable[dict[str, Any]] = ()) -> None:
-    """The session's timeline as a PNG (matplotlib, Agg)."""
+def plot_timeline(
+    session: Session,
+    path: Path,
+    events: Iterable[dict[str, Any]] = (),
+    overlaps: Sequence[tuple[float, float]] | None = None,
+) -> None:
+    """The session's timeline as a PNG (matplotlib, Agg).
+
+    Args:
+        overlaps: the double-talk intervals to shade (:func:`venus_ros.eval.timing.double_talk`
+            of the scored session); None: computed here from both channels the same way.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -735,10 +1021,14 @@ def plot_timeline(session: Session, path: Path, events: Iterable[dict[str, Any]]
         env = env / max(float(env.max()), 1e-6) * 0.4
         t = np.arange(n) * hop / RATE
         ax.fill_between(t, rows[name] - env, rows[name] + env, color=color, lw=0)
-    user_on = _active(session.user)
-    bot_on = _active(session.assistant)
-    n = min(user_on.size, bot_on.size)
-    for start, end in _spans(user_on[:n] & bot_on[:n], bridge_s=0.1):
+    if overlaps is None:
+        from venus_ros.eval.metrics import user_segments, voice_segments
+        from venus_ros.eval.timing import double_talk
+
+        overlaps = double_talk(
+            user_segments(session.user, RATE), voice_segments(session.assistant, RATE)
+        )
+    for start, end in overlaps:
         ax.axvspan(start, end, color="red", alpha=0.15, lw=0)
     speak = [
         session.units[p["unit"]] for _, k, p in session.records
