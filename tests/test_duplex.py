@@ -23,7 +23,7 @@ from venus_ros.core.frontend import Decision, Frontend, UnitOutput
 from venus_ros.core.playback import PlaybackAck
 from venus_ros.core.protocol import Channel, PrivateSpan, SpanOpened, SpanParser, VisibleText
 from venus_ros.core.timeline import Kind, Timeline
-from venus_ros.core.units import InputUnit
+from venus_ros.core.units import InputUnit, PartialUnit
 
 UNIT = 16000  # samples of a one-second input unit
 RATE = 24000  # frontend output rate
@@ -564,3 +564,120 @@ def test_duplex_config_names_the_bad_setting(settings: dict, field: str) -> None
     with pytest.raises(ValueError) as caught:
         DuplexConfig(**settings)
     assert str(caught.value).startswith(field)
+
+
+# ---------------------------------------------------------------------------- early stops
+
+
+class HearingFrontend(ListFrontend):
+    """A ListFrontend that hears audio between boundaries and asks to stop on given pieces.
+
+    ``stops`` holds ``(unit, offset)``: ``hear`` returns True (or raises ``Boom`` if the unit
+    is in ``fails``) for the piece of ``unit`` that reaches ``offset``. Pieces are kept.
+    """
+
+    hears_audio = True
+
+    def __init__(
+        self,
+        outputs: Sequence[object],
+        clock: FakeClock,
+        stops: Sequence[tuple[int, int]] = (),
+        hear_compute: float = 0.0,
+        fails: Sequence[int] = (),
+    ) -> None:
+        super().__init__(outputs, clock)
+        self.stops = set(stops)
+        self.fails = set(fails)
+        self.hear_compute = hear_compute
+        self.pieces: list[PartialUnit] = []
+
+    def hear(self, piece: PartialUnit) -> bool:
+        self.pieces.append(piece)
+        assert self.clock is not None
+        self.clock.advance(self.hear_compute)
+        hit = any(u == piece.index and piece.offset < o <= piece.end for u, o in self.stops)
+        if hit and piece.index in self.fails:
+            raise Boom("hearing failed")
+        return hit
+
+
+class HearingRig(Rig):
+    """A Rig whose units arrive in pieces of ``piece`` samples, heard before each boundary."""
+
+    def __init__(self, outputs: Sequence[object], piece: int = 3200, **kwargs: object) -> None:
+        super().__init__()
+        self.frontend = HearingFrontend(outputs, self.clock, **kwargs)  # type: ignore[arg-type]
+        self.loop = DuplexLoop(self.frontend, self.timeline, self.clock)
+        self.piece = piece
+        self.stopped: list[tuple[int, int]] = []
+
+    def step(self, texts: tuple[str, ...] = ()) -> UnitResult:
+        index = len(self.results)
+        for start in range(0, UNIT, self.piece):
+            # Overlapping re-reads of what was heard already are not passed on again.
+            offset = max(0, start - 100)
+            audio = np.zeros(min(start + self.piece, UNIT) - offset, np.float32)
+            piece = PartialUnit(index, index * UNIT, UNIT, offset, audio)
+            if self.loop.hear(piece):
+                self.stopped.append((index, piece.end))
+        return super().step(texts)
+
+
+def test_a_stop_heard_mid_unit_flushes_early_and_the_boundary_ends_the_turn() -> None:
+    rig = HearingRig([speak("One two "), YIELD, LISTEN, speak("Hi.", eot=True)], stops=[(1, 6400)])
+    first, stopped, after, fresh = rig.run()
+    assert rig.stopped == [(1, 6400)]  # the caller is told once, on the piece that stopped it
+    (flush,) = rig.payloads(Kind.FLUSH)
+    assert flush == {"unit": 1, "turn": 1, "early": True, "at_sample": 6400}
+    # The unit that stopped still takes its one decision at its boundary: the yield, with
+    # nothing left to flush.
+    assert stopped.decision is Decision.LISTEN and stopped.end_of_turn
+    assert stopped.early_flush and not stopped.flush and stopped.speech is None
+    assert not first.early_flush and not after.early_flush and not fresh.early_flush
+    assert rig.loop.state is FloorState.LISTENING and rig.error_codes() == []
+    assert fresh.speech is not None and fresh.speech.turn_id == 2
+    decisions = rig.payloads(Kind.DECISION)
+    assert [d["unit"] for d in decisions] == [0, 1, 2, 3]
+    assert [d["end_of_turn"] for d in decisions] == [False, True, False, True]
+    # Only new samples reach the frontend: the pieces tile each unit exactly once.
+    for index in range(4):
+        pieces = [p for p in rig.frontend.pieces if p.index == index]
+        assert [(p.offset, p.end) for p in pieces] == [(s, s + 3200) for s in range(0, UNIT, 3200)]
+
+
+def test_after_an_early_stop_the_boundary_yields_whatever_the_frontend_says() -> None:
+    rig = HearingRig(
+        [speak("One "), speak("two ", eot=False), speak("Hi.", eot=True)], stops=[(1, 3200)]
+    )
+    _, ended, fresh = rig.run()
+    assert rig.error_codes() == ["speak_after_stop"]
+    assert ended.decision is Decision.LISTEN and ended.end_of_turn and ended.speech is None
+    assert ended.early_flush and not ended.flush and len(rig.payloads(Kind.FLUSH)) == 1
+    assert rig.spoken() == "One Hi."  # the discarded unit never reached the speaker
+    assert fresh.speech is not None and fresh.speech.turn_id == 2
+
+
+def test_a_stop_while_listening_or_a_second_stop_in_a_unit_is_ignored() -> None:
+    rig = HearingRig([LISTEN, speak("One "), YIELD], stops=[(0, 3200), (2, 3200), (2, 9600)])
+    rig.run()
+    assert rig.stopped == [(2, 3200)]
+    assert [p.get("early") for p in rig.payloads(Kind.FLUSH)] == [True]
+
+
+def test_hearing_compute_counts_towards_its_unit_and_a_failure_is_recorded() -> None:
+    rig = HearingRig([speak("One "), YIELD], hear_compute=0.1, stops=[(1, 3200)], fails=[1])
+    first, second = rig.run()
+    assert first.compute_s == pytest.approx(0.5) and first.hear_s >= 0.0  # 5 pieces x 0.1 s
+    (error,) = rig.payloads(Kind.FRONTEND_ERROR)
+    assert error["during"] == "hear" and error["unit"] == 1 and error["error"] == "Boom"
+    assert rig.stopped == [] and second.flush and not second.early_flush  # the boundary yield
+
+
+def test_a_frontend_that_does_not_hear_is_given_nothing_between_boundaries() -> None:
+    rig = Rig([speak("One "), YIELD])
+    assert not rig.loop.hears_audio
+    piece = PartialUnit(0, 0, UNIT, 0, np.zeros(UNIT // 2, np.float32))
+    assert rig.loop.hear(piece) is False
+    rig.run()
+    assert rig.records(Kind.FLUSH)[0].payload == {"unit": 1, "turn": 1}

@@ -10,7 +10,7 @@ import soundfile
 
 from venus_ros.core.clock import FakeClock
 from venus_ros.core.duplex import DelegateRequest
-from venus_ros.core.frontend import Decision
+from venus_ros.core.frontend import Decision, Frontend, UnitOutput
 from venus_ros.core.session import SessionConfig, SessionResult, iter_chunks, run_offline, summarize
 from venus_ros.core.timeline import Kind
 from venus_ros.core.units import VideoFrame, resample
@@ -263,3 +263,98 @@ def test_decisions_are_unaffected_by_video() -> None:
     with_video = replay_sample(frames=frames_at(10.0, 15.2))
     assert [r.decision for r in with_video.results] == [r.decision for r in plain.results]
     assert Decision.SPEAK in [r.decision for r in plain.results]
+
+
+# ---------------------------------------------------------------------------- early stops
+
+
+class StoppingFrontend(Frontend):
+    """Speaks one word-numbered second of tone per unit from the first boundary; hears the
+    microphone as it arrives and stops the turn once it has heard past ``stop_s``."""
+
+    output_sample_rate = 24000
+    hears_audio = True
+
+    def __init__(self, stop_s: float | None) -> None:
+        self.stop_s = stop_s
+        self.units: list = []
+        self.heard: dict[int, list[np.ndarray]] = {}
+        self.heard_at: list[tuple[float, float]] = []  # (piece end, clock) per piece
+        self.stopped = self.over = False
+        self.clock: FakeClock | None = None
+
+    def hear(self, piece) -> bool:
+        self.heard.setdefault(piece.index, []).append(np.array(piece.audio))
+        assert self.clock is not None
+        self.heard_at.append((piece.end_s, self.clock.now()))
+        if self.stop_s is None or self.stopped or piece.end_s < self.stop_s:
+            return False
+        self.stopped = True
+        return True
+
+    def prefill(self, unit) -> None:
+        self.units.append(unit)
+
+    def generate(self) -> UnitOutput:
+        index = len(self.units) - 1
+        if self.stopped:
+            self.stopped, self.stop_s, self.over = False, None, True
+            return UnitOutput(Decision.LISTEN, end_of_turn=True)
+        if index > 2 or self.over:
+            return UnitOutput(Decision.LISTEN)
+        tone = 0.2 * np.sin(2 * np.pi * 220 * np.arange(24000) / 24000)
+        words = " ".join(f"w{index}{k}" for k in range(10)) + " "
+        return UnitOutput(
+            Decision.SPEAK, text=words, audio=tone.astype(np.float32), end_of_turn=index == 2
+        )
+
+
+def run_stopping(stop_s: float | None, rate: int = 22050) -> tuple[SessionResult, StoppingFrontend]:
+    clock = FakeClock()
+    frontend = StoppingFrontend(stop_s)
+    frontend.clock = clock
+    audio = resample(talk(7.0, (2.0, 3.0)), RATE, rate)
+    return run_offline(audio, rate, frontend, clock=clock), frontend
+
+
+def test_an_early_stop_truncates_the_played_audio_there_and_heard_text_follows() -> None:
+    full, _ = run_stopping(None)
+    session, _ = run_stopping(2.4)
+    (flush,) = payloads(session, Kind.FLUSH)
+    assert flush["early"] and flush["unit"] == 2 and flush["turn"] == 1
+    (record,) = session.timeline.snapshot().of_kind(Kind.FLUSH)
+    assert 2.4 <= record.t < 2.4 + 0.03  # within a 20 ms microphone frame (and the resampler)
+    # The played audio stops at the flush; without the stop it plays all three seconds.
+    played = session.playback.played_audio
+    end = max(t + a.size / 24000 for t, a in played)
+    assert end == pytest.approx(record.t, abs=1 / 24000)
+    full_end = max(t + a.size / 24000 for t, a in full.playback.played_audio)
+    assert full_end == pytest.approx(1.035 + 3.0, abs=1e-3)
+    # The user heard unit 0's words and the whole words of unit 1's played part.
+    acks = payloads(session, Kind.PLAYBACK_ACK)
+    (cut,) = [a for a in acks if a["flushed"]]
+    assert cut["unit"] == 1 and abs(cut["samples_played"] - (record.t - 2.035) * 24000) <= 1
+    words = int(40 * cut["samples_played"] / 24000 + 1) // 4  # 10 words of 4 characters
+    assert 3 <= words <= 4
+    expected = [f"w0{k}" for k in range(10)] + [f"w1{k}" for k in range(words)]
+    assert session.loop.heard_text(1).split() == expected
+    # One decision per boundary; the turn ends at the boundary after the stop, without a
+    # second flush, and the stopped unit's speech never plays.
+    decisions = payloads(session, Kind.DECISION)
+    assert [d["unit"] for d in decisions] == list(range(len(session.results)))
+    assert [
+        (r.decision.value, r.end_of_turn, r.flush, r.early_flush) for r in session.results[:3]
+    ] == [
+        ("speak", False, False, False),
+        ("speak", False, False, False),
+        ("listen", True, False, True),
+    ]
+
+
+def test_the_heard_pieces_are_the_units_samples_at_their_session_times() -> None:
+    _, frontend = run_stopping(None)
+    for unit in frontend.units[:-1]:
+        joined = np.concatenate(frontend.heard[unit.index])
+        np.testing.assert_array_equal(joined, unit.audio[: joined.size])
+        assert unit.audio.size - joined.size < 1000  # only the last burst came with the unit
+    assert all(now == pytest.approx(end) for end, now in frontend.heard_at)

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from venus_ros.core.units import (
     InputError,
     InputUnit,
+    PartialUnit,
     UnitAssembler,
     UnitConfig,
     VideoFrame,
@@ -600,3 +601,52 @@ def test_reset_forgets_everything() -> None:
     unit = asm.pop_unit()
     assert unit is not None
     assert (unit.index, unit.start_sample, unit.frame, unit.texts) == (0, 0, None, ())
+
+
+# ------------------------------------------------------------------- the unit in progress
+
+
+@pytest.mark.parametrize("rate", [16000, 22050, 44100])
+def test_partial_audio_is_exactly_what_the_completed_unit_holds_there(rate: int) -> None:
+    asm = UnitAssembler()
+    signal = noisy_signal(rate, 2.4, seed=3)
+    step = rate // 50  # 20 ms microphone frames
+    heard: dict[int, list[PartialUnit]] = {}
+    units: list[InputUnit] = []
+    since = 0
+    for start in range(0, signal.size, step):
+        asm.push_audio(signal[start : start + step], rate)
+        while (unit := asm.pop_unit()) is not None:
+            units.append(unit)
+            since = 0
+        piece = asm.partial(since)
+        if piece is not None:
+            heard.setdefault(piece.index, []).append(piece)
+            since = piece.end
+    assert [u.index for u in units] == [0, 1]
+    for unit in units:
+        pieces = heard[unit.index]
+        assert all(p.start_sample == unit.start_sample for p in pieces)
+        assert all(p.length == unit.audio.size for p in pieces)
+        assert [p.offset for p in pieces[1:]] == [p.end for p in pieces[:-1]]  # no gap, no overlap
+        joined = np.concatenate([p.audio for p in pieces])
+        assert pieces[0].offset == 0 and joined.size <= unit.audio.size
+        np.testing.assert_array_equal(joined, unit.audio[: joined.size])
+        assert pieces[-1].end_s <= unit.end_s
+    tail = heard[2]  # the unit in progress at the end
+    assert tail[0].start_sample == units[1].start_sample + units[1].audio.size
+
+
+def test_partial_is_none_without_new_samples_and_is_a_read_only_copy() -> None:
+    asm = UnitAssembler()
+    assert asm.partial() is None
+    asm.push_audio(np.full(400, 0.25, np.float32), 16000)
+    piece = asm.partial()
+    assert piece is not None and (piece.index, piece.offset, piece.end) == (0, 0, 400)
+    assert piece.length == 16560 and piece.end_s == pytest.approx(400 / 16000)
+    assert not piece.audio.flags.writeable
+    assert asm.partial(400) is None
+    later = asm.partial(100)
+    assert later is not None and later.offset == 100 and later.audio.size == 300
+    with pytest.raises(ValueError, match="do not fit"):
+        PartialUnit(0, 0, 100, 50, np.zeros(60, np.float32))

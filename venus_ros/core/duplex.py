@@ -8,6 +8,10 @@ the rules of the floor:
   that tries is recorded as a protocol error and its turn is ended for it;
 * a turn that ends with no speech in its last unit is a *yield*: the speaker is told to flush,
   so the stop is audible at once; a turn that ends with speech *finishes* and drains;
+* between boundaries a frontend that hears audio as it arrives (:meth:`DuplexLoop.hear`) may
+  stop the assistant at once: the speaker is flushed then (an *early* flush, recorded at that
+  time), and the turn ends at the next boundary with a yield whatever the frontend says there;
+  that boundary's decision is still the unit's only one;
 * private spans never reach the speaker; a ``<delegate>`` fixes its evidence cutoff at the
   timeline sequence number of the moment it opened;
 * only text whose audio the speaker acknowledged counts as heard;
@@ -55,7 +59,7 @@ from venus_ros.core.protocol import (
 )
 from venus_ros.core.secrets import scrub
 from venus_ros.core.timeline import Kind, Timeline
-from venus_ros.core.units import InputUnit
+from venus_ros.core.units import InputUnit, PartialUnit
 
 #: Speech chunks kept for acknowledgement; older unacknowledged ones are given up on.
 MAX_UNACKED_CHUNKS = 64
@@ -136,6 +140,10 @@ class UnitResult:
         debt_s: real-time debt after this unit.
         missed: the unit missed its deadline.
         overhead_s: the loop's own processing time (wall clock, excluding the frontend).
+        early_flush: the speaker was already flushed during this unit (:meth:`DuplexLoop.hear`
+            returned True); ``flush`` is then False, as there is nothing left to discard.
+        hear_s: wall time the frontend spent hearing this unit's audio before its boundary
+            (:meth:`DuplexLoop.hear`; part of the unit's work, not of its boundary's latency).
     """
 
     index: int
@@ -148,6 +156,8 @@ class UnitResult:
     debt_s: float
     missed: bool
     overhead_s: float = 0.0
+    early_flush: bool = False
+    hear_s: float = 0.0
 
 
 class DuplexLoop:
@@ -191,6 +201,11 @@ class DuplexLoop:
         self._chunks: dict[int, SpeechChunk] = {}
         self._heard_samples: dict[int, int] = {}
         self._heard: dict[int, str] = {}
+        self._early_flush = False
+        self._hear_index = -1
+        self._hear_upto = 0
+        self._hear_compute = 0.0
+        self._hear_wall = 0.0
 
     # ------------------------------------------------------------------ other threads
     def offer_backend(self, reply: BackendReply) -> None:
@@ -288,6 +303,49 @@ class DuplexLoop:
         """Start the frontend's session."""
         self.frontend.prepare(system_prompt=system_prompt, ref_audio=ref_audio)
 
+    @property
+    def hears_audio(self) -> bool:
+        """Whether the frontend takes audio between boundaries (:meth:`hear` does anything)."""
+        return bool(getattr(self.frontend, "hears_audio", False))
+
+    def hear(self, piece: PartialUnit) -> bool:
+        """Give the frontend the audio of the unit in progress taken so far; True: stop now.
+
+        Call it on the foreground thread between boundaries, as often as audio arrives, with
+        what :meth:`~venus_ros.core.units.UnitAssembler.partial` returns (pieces may overlap
+        what was given before; only the new samples are passed on). When the frontend asks to
+        stop while the assistant speaks, a ``flush`` (``early``) is recorded now and True is
+        returned: the caller must flush the speaker at once (and acknowledge what it played);
+        the turn then ends at the next boundary. Never raises because of the frontend.
+        """
+        if not self.hears_audio:
+            return False
+        if piece.index != self._hear_index:
+            self._hear_index, self._hear_upto = piece.index, 0
+        if piece.end <= self._hear_upto:
+            return False
+        if piece.offset < self._hear_upto:
+            skip = self._hear_upto - piece.offset
+            piece = replace(piece, offset=self._hear_upto, audio=piece.audio[skip:])
+        self._hear_upto = piece.end
+        t0 = self.clock.now()
+        w0 = time.perf_counter()
+        try:
+            stop = bool(self.frontend.hear(piece))
+        except Exception as exc:  # the loop must survive any frontend failure
+            self._frontend_error(piece.index, exc, "hear")
+            stop = False
+        self._hear_wall += time.perf_counter() - w0
+        self._hear_compute += max(self.clock.now() - t0, 0.0)
+        if not stop or self.state is not FloorState.SPEAKING or self._early_flush:
+            return False
+        self._early_flush = True
+        self.timeline.append(
+            Kind.FLUSH,
+            {"unit": piece.index, "turn": self.turn_id, "early": True, "at_sample": piece.end},
+        )
+        return True
+
     def step(self, unit: InputUnit) -> UnitResult:
         """Take the decision for one unit boundary. Never raises because of the frontend."""
         wall0 = time.perf_counter()
@@ -303,20 +361,26 @@ class DuplexLoop:
             _check_output(out)
         except Exception as exc:  # the loop must survive any frontend failure
             frontend_wall = time.perf_counter() - w0
-            self.timeline.append(
-                Kind.FRONTEND_ERROR,
-                {
-                    "unit": unit.index,
-                    "error": type(exc).__name__,
-                    "message": scrub(clean_text(str(exc)))[:500],  # a remote's error may hold a key
-                },
-            )
+            self._frontend_error(unit.index, exc)
             out = UnitOutput(Decision.LISTEN, end_of_turn=self.state is FloorState.SPEAKING)
-        compute = max(self.clock.now() - t0, 0.0)
-        result = self._apply(unit, out, compute)
+        compute = max(self.clock.now() - t0, 0.0) + self._hear_compute
+        early, hear_wall = self._early_flush, self._hear_wall
+        self._early_flush = False
+        self._hear_compute = self._hear_wall = 0.0
+        result = self._apply(unit, out, compute, early)
         self._report()
         overhead = time.perf_counter() - wall0 - frontend_wall
-        return replace(result, overhead_s=overhead)
+        return replace(result, overhead_s=overhead, early_flush=early, hear_s=hear_wall)
+
+    def _frontend_error(self, index: int, exc: Exception, during: str = "") -> None:
+        payload: dict = {
+            "unit": index,
+            "error": type(exc).__name__,
+            "message": scrub(clean_text(str(exc)))[:500],  # a remote's error may hold a key
+        }
+        if during:
+            payload["during"] = during
+        self.timeline.append(Kind.FRONTEND_ERROR, payload)
 
     def _record_inputs(self, unit: InputUnit) -> InputUnit:
         dropped = unit.index - self._next_index
@@ -377,8 +441,19 @@ class DuplexLoop:
             for outcome in outcomes:
                 self._on_delivery(outcome)
 
-    def _apply(self, unit: InputUnit, out: UnitOutput, compute: float) -> UnitResult:
+    def _apply(
+        self, unit: InputUnit, out: UnitOutput, compute: float, early: bool = False
+    ) -> UnitResult:
         was_speaking = self.state is FloorState.SPEAKING
+        if early and was_speaking and out.decision is Decision.SPEAK:
+            # The speaker was flushed mid-unit: the turn ends here, as the yield it was.
+            self._protocol_error(
+                unit.index,
+                "speak_after_stop",
+                "the frontend kept speaking after it stopped the turn early; the unit's "
+                "output was discarded and the turn ended",
+            )
+            out = UnitOutput(Decision.LISTEN, end_of_turn=True)
         end_of_turn = bool(out.end_of_turn)
         decision = out.decision
         if not was_speaking and decision is Decision.LISTEN:
@@ -415,7 +490,7 @@ class DuplexLoop:
         # A yield (no speech in the ending unit) stops playback at once; a finish drains.
         # Only visible text counts: a unit holding just "<|turn_eos|>" (or a private span) yields.
         yielded = decision is Decision.LISTEN or (not said and speech is None)
-        flush = end_of_turn and self.state is FloorState.SPEAKING and yielded
+        flush = end_of_turn and self.state is FloorState.SPEAKING and yielded and not early
         self.timeline.append(
             Kind.DECISION,
             {

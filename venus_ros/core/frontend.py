@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from venus_ros.core.units import InputUnit
+from venus_ros.core.units import InputUnit, PartialUnit
 
 #: MiniCPM-o 4.5 speaks at 24 kHz.
 DEFAULT_OUTPUT_RATE = 24000
@@ -58,11 +58,17 @@ class Frontend(abc.ABC):
     """A full-duplex model driven one unit at a time.
 
     Implementations are called from the foreground thread only, strictly in the order
-    ``prepare`` once, then ``prefill(unit)`` / ``generate()`` once per unit.
+    ``prepare`` once, then ``prefill(unit)`` / ``generate()`` once per unit. A frontend that
+    :attr:`hears_audio` is also given the microphone audio of the unit in progress as it
+    arrives (:meth:`hear`, any number of times between two boundaries) and may ask for the
+    assistant's speech to stop at once; the decision stays the boundary's.
     """
 
     #: Sample rate of :attr:`UnitOutput.audio`.
     output_sample_rate: int = DEFAULT_OUTPUT_RATE
+    #: Whether :meth:`hear` is implemented (sub-unit stops). Off by default: the loop then
+    #: gives the frontend audio only at boundaries.
+    hears_audio: bool = False
 
     def prepare(self, system_prompt: str = "", ref_audio: np.ndarray | None = None) -> None:
         """Start a session (``duplex.prepare``). The default keeps no state."""
@@ -74,6 +80,23 @@ class Frontend(abc.ABC):
     @abc.abstractmethod
     def generate(self) -> UnitOutput:
         """Decide and generate for the unit just prefilled (``streaming_generate``)."""
+
+    def hear(self, piece: PartialUnit) -> bool:
+        """Take microphone audio of the unit in progress as it arrives (before its boundary).
+
+        Pieces of one unit come in order and without gaps (``piece.offset`` continues where the
+        previous piece ended); the unit's ``prefill`` follows with the whole unit, whose samples
+        at those positions are the same, and must then process only what ``hear`` has not.
+
+        Returns:
+            True to stop the assistant's speech now: the caller flushes the speaker at once, and
+            the frontend ends its turn at the next boundary with a yield (``LISTEN`` and
+            ``end_of_turn``). Ignored while the assistant is not speaking.
+
+        Raises:
+            NotImplementedError: a frontend that does not hear audio early (the default).
+        """
+        raise NotImplementedError(f"{type(self).__name__} takes audio at unit boundaries only")
 
     def schedule_turns(self, turns: Sequence[tuple[float, str]]) -> None:
         """Make the assistant speak ``text`` from session time ``start`` for each ``(start, text)``.

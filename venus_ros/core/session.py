@@ -3,8 +3,11 @@
 This is the path of ``venus-ros replay`` and of the evaluation runner. Audio is cut into
 microphone-sized frames and fed to the same :class:`UnitAssembler` the live nodes use; every unit
 boundary happens at its true session time; a :class:`PlaybackQueue` stands in for the speaker and
-acknowledges what it played, so "heard" means the same as live. Because time is data, the same
-input always gives the same timeline.
+acknowledges what it played, so "heard" means the same as live. A frontend that hears audio as
+it arrives (:attr:`~venus_ros.core.frontend.Frontend.hears_audio`) is given each microphone
+frame's resampled samples at the session time they end, and when it stops the assistant there
+the playback is flushed at that time, so the played audio stops where it would live. Because
+time is data, the same input always gives the same timeline.
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ class SessionResult:
     input_errors: int = 0
     #: Wall time the runtime itself spent per unit (assembly, loop, playback), frontend excluded.
     overhead_s: list[float] = field(default_factory=list)
-    #: Wall time the frontend itself spent per unit (``prefill`` + ``generate``).
+    #: Wall time the frontend itself spent per unit (``prefill`` + ``generate``, and ``hear``
+    #: of the unit's audio before its boundary).
     frontend_s: list[float] = field(default_factory=list)
 
 
@@ -132,8 +136,9 @@ def run_offline(
     pending_overhead = 0.0
 
     def boundary(unit: InputUnit) -> None:
-        nonlocal pending_overhead, next_frame, shown
+        nonlocal pending_overhead, next_frame, shown, heard
         wall = time.perf_counter()
+        heard = 0
         # A unit shows the newest frame taken by its end: when the unit completes depends on
         # the microphone chunking and the resampler's latency, what it shows must not.
         while next_frame is not None and next_frame.t <= unit.end_s:
@@ -148,7 +153,8 @@ def run_offline(
             loop.offer_backend(heapq.heappop(due_replies)[2])
         step_wall = time.perf_counter()
         result = loop.step(unit)
-        session.frontend_s.append(max(0.0, time.perf_counter() - step_wall - result.overhead_s))
+        step_s = max(0.0, time.perf_counter() - step_wall - result.overhead_s)
+        session.frontend_s.append(step_s + result.hear_s)
         if result.flush:
             _acknowledge(loop, playback.flush(clock.now()))
         if result.speech is not None:
@@ -164,9 +170,23 @@ def run_offline(
                 delay, text = answer
                 reply = BackendReply(f"task-{len(session.delegates)}", text)
                 heapq.heappush(due_replies, (clock.now() + delay, len(session.delegates), reply))
-        frontend_wall = time.perf_counter() - wall - result.overhead_s
+        frontend_wall = step_s
         session.overhead_s.append(pending_overhead + time.perf_counter() - wall - frontend_wall)
         pending_overhead = 0.0
+
+    hears = loop.hears_audio
+    heard = 0  # samples of the unit in progress already given to the loop
+
+    def hear() -> None:
+        """Give the loop the new audio of the unit in progress, at the time it ends."""
+        nonlocal heard
+        piece = assembler.partial(heard)
+        if piece is None:
+            return
+        heard = piece.end
+        _advance_to(clock, piece.end_s)
+        if loop.hear(piece):  # stopped mid-unit: the speaker stops now
+            _acknowledge(loop, playback.flush(clock.now()))
 
     chunks = (
         iter_chunks(audio, sample_rate, config.chunk_ms) if isinstance(audio, np.ndarray) else audio
@@ -194,6 +214,8 @@ def run_offline(
             pending_overhead += time.perf_counter() - wall
         while (unit := assembler.pop_unit()) is not None:
             boundary(unit)
+        if hears:
+            hear()
     tail = assembler.flush()  # may also complete whole units, which come first
     while (unit := assembler.pop_unit()) is not None:
         boundary(unit)

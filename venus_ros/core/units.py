@@ -39,6 +39,7 @@ from venus_ros.core.protocol import clean_text, escape_tags
 __all__ = [
     "InputError",
     "InputUnit",
+    "PartialUnit",
     "UnitAssembler",
     "UnitConfig",
     "VideoFrame",
@@ -193,6 +194,17 @@ class VideoFrame:
         object.__setattr__(self, "seq", int(self.seq))
 
 
+def _read_only_1d(samples: np.ndarray) -> npt.NDArray[np.float32]:
+    """``samples`` as a read-only 1-D float32 array (a view where no conversion is needed)."""
+    audio = np.asarray(samples, dtype=np.float32)
+    if audio.ndim != 1:
+        raise ValueError(f"audio: expected a 1-D array, got shape {audio.shape}")
+    if audio.flags.writeable:
+        audio = audio.view()
+        audio.flags.writeable = False
+    return audio
+
+
 @dataclass(frozen=True)
 class InputUnit:
     """One assembled input unit.
@@ -224,12 +236,7 @@ class InputUnit:
         Raises:
             ValueError: If a field is inconsistent (a programming error, not bad sensor input).
         """
-        audio = np.asarray(self.audio, dtype=np.float32)
-        if audio.ndim != 1:
-            raise ValueError(f"audio: expected a 1-D array, got shape {audio.shape}")
-        if audio.flags.writeable:
-            audio = audio.view()
-            audio.flags.writeable = False
+        audio = _read_only_1d(self.audio)
         object.__setattr__(self, "audio", audio)
         texts = tuple(self.texts)
         if not all(isinstance(t, str) for t in texts):
@@ -265,6 +272,57 @@ class InputUnit:
     def is_padded(self) -> bool:
         """Whether the unit ends with zero padding (``valid_samples < len(audio)``)."""
         return self.valid_samples != len(self.audio)
+
+
+@dataclass(frozen=True)
+class PartialUnit:
+    """The unit in progress: audio taken towards it so far (:meth:`UnitAssembler.partial`).
+
+    What a frontend that hears audio as it arrives (:meth:`~venus_ros.core.frontend.Frontend.
+    hear`) is given between boundaries; the samples are exactly those the completed unit will
+    hold at the same positions.
+
+    Attributes:
+        index: The index the unit will have.
+        start_sample: Its first sample on the output timeline.
+        length: Its full length in samples (when it completes).
+        offset: Position of ``audio[0]`` within the unit.
+        audio: Mono float32 samples ``[offset, offset + len(audio))`` of the unit, read-only.
+        sample_rate: Sample rate of ``audio``, in Hz.
+    """
+
+    index: int
+    start_sample: int
+    length: int
+    offset: int
+    audio: npt.NDArray[np.float32]
+    sample_rate: int = 16000
+
+    def __post_init__(self) -> None:
+        """Checks the fields.
+
+        Raises:
+            ValueError: The piece does not fit in its unit (a programming error).
+        """
+        audio = _read_only_1d(self.audio)
+        object.__setattr__(self, "audio", audio)
+        if not (
+            _is_int(self.offset) and 0 <= self.offset and self.offset + audio.size <= self.length
+        ):
+            raise ValueError(
+                f"offset: samples {self.offset}..{self.offset + audio.size} do not fit in a unit "
+                f"of {self.length}"
+            )
+
+    @property
+    def end(self) -> int:
+        """Position within the unit just past the last sample."""
+        return self.offset + int(self.audio.size)
+
+    @property
+    def end_s(self) -> float:
+        """Session time just after the last sample, in seconds."""
+        return (self.start_sample + self.end) / self.sample_rate
 
 
 def _as_mono_float32(samples: np.ndarray) -> npt.NDArray[np.float32]:
@@ -482,6 +540,34 @@ class UnitAssembler:
                 return None
             st.counters.units_emitted += 1
             return st.queue.popleft()
+
+    def partial(self, since: int = 0) -> PartialUnit | None:
+        """The unit in progress: the samples taken towards it so far, from ``since`` on.
+
+        Only meaningful once complete units have been collected (:meth:`pop_unit`); audio still
+        held by the resampler is not included.
+
+        Args:
+            since: Position within the unit from which to return samples (those before it were
+                read already).
+
+        Returns:
+            A copy of samples ``[since, buffered)`` of the next unit to complete, or ``None`` if
+            there are none.
+        """
+        with self._lock:
+            st = self._state
+            since = max(int(since), 0)
+            if st.buffer.size <= since:
+                return None
+            return PartialUnit(
+                index=st.next_index,
+                start_sample=self._config.unit_start(st.next_index),
+                length=self._config.unit_length(st.next_index),
+                offset=since,
+                audio=st.buffer[since:].copy(),
+                sample_rate=self._config.sample_rate,
+            )
 
     def flush(self) -> InputUnit | None:
         """Ends the stream: drains the resampler and returns the final partial unit.
