@@ -28,9 +28,13 @@ from venus_ros.frontends.cascade.responder import (
     LmConfig,
     ReplyStream,
     capabilities_from_tools,
+    check_phrase_for,
+    content_words,
     make_lm,
+    request_phrase,
+    with_context,
 )
-from venus_ros.frontends.policy import NeverYield, PolicyFrontend, UserRequest
+from venus_ros.frontends.policy import NeverYield, PolicyFrontend, UserRequest, VadBargeIn
 
 RATE = 16000
 
@@ -184,15 +188,19 @@ def test_responder_generates_what_no_fixed_phrase_covers() -> None:
     responder.heard("Hi! What can I do for you?", interrupted=False)
     assert responder.respond(request("Thanks.")).spoken == "You're welcome!"
     assert responder.respond(request("Uh-huh.")) is None  # a back-channel: no reply
-    responder.heard("I'm driving to the kitch", interrupted=True)
+    responder.heard("I'm driving to the", interrupted=True, unheard="kitchen now.")
     reply = responder.respond(request("No, the other room."))
     assert reply is not None and reply.kind == "reply" and responder.last_intent == "generated"
     assert reply.stream.take(2.0) == ("Which room do you mean?", True)
     messages = engine.calls[-1]
     assert messages[0]["role"] == "system" and "sets timers" in messages[0]["content"]
-    assert messages[-2] == {"role": "assistant", "content": "I'm driving to the kitch ..."}
-    assert messages[-1] == {"role": "user", "content": "No, the other room."}
-    assert responder.respond(request("Say that again.")).spoken == "I'm driving to the kitch"
+    # the interrupted turn reaches the model whole: what was heard and what was to come
+    assert messages[-1] == {
+        "role": "user",
+        "content": with_context("I'm driving to the kitchen now.", "No, the other room."),
+    }
+    assert messages[-2]["role"] == "assistant"  # the last example's answer, not the cut turn
+    assert responder.respond(request("Say that again.")).spoken == "I'm driving to the"
     assert responder.respond(request("Stop.")).spoken == "Okay, I'll stop."
 
 
@@ -356,3 +364,121 @@ def test_the_responder_can_use_an_openai_compatible_endpoint(
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ---------------------------------------------------------------------------- answering
+
+
+def test_the_delegation_acknowledgement_names_the_request() -> None:
+    responder = CascadeResponder(lambda _: True, query_of=lambda t: t.replace("um, ", ""))
+    go = responder.respond(request("Sorry, um, when does the bakery on Elm Street open?"))
+    assert go is not None and go.kind == "delegate"
+    assert go.spoken.startswith("Let me check") and "bakery" in go.spoken
+    assert "Elm Street" in go.spoken and "um" not in go.spoken.split()
+    assert go.query == "Sorry, when does the bakery on Elm Street open?"
+    # the user's words in the assistant's mouth: first person turns to second
+    assert check_phrase_for("Can I bring my bike on the train?") == (
+        "Let me check if you can bring your bike on the train."
+    )
+    assert (
+        check_phrase_for("Where did I leave my keys?") == "Let me check where you left your keys."
+    )
+    assert (
+        check_phrase_for("Excuse me, how much does it cost?") == "Let me check how much it costs."
+    )
+    assert request_phrase("Could you, go to the garage?") == ("go to the garage", False)
+    plain = CascadeResponder(lambda _: True, name_requests=False)
+    assert plain.respond(request("When does it open?")).spoken == "Let me check."
+
+
+def test_an_off_topic_reply_is_replaced_by_a_question_naming_the_request() -> None:
+    engine = ScriptedLm(["I like", " turtles very much.", " They swim."])
+    responder = CascadeResponder(lambda _: False, engine=engine, capabilities=[])
+    reply = responder.respond(request("Wait, is the garage door still open?"))
+    assert reply is not None and reply.kind == "reply"
+    reply.stream.join()
+    text, done = reply.stream.take(0.0)
+    assert done and reply.stream.replaced and "turtles" not in text
+    assert "garage door" in text  # the clarifying question names what was asked
+
+
+def test_an_on_topic_reply_streams_before_it_is_finished() -> None:
+    gate = threading.Semaphore(0)
+    engine = ScriptedLm(["The garage door", ", I think", ", is closed now.", " Bye."], gate)
+    responder = CascadeResponder(lambda _: False, engine=engine, capabilities=[])
+    reply = responder.respond(request("Is the garage door open?"))
+    assert reply is not None
+    gate.release()
+    gate.release()
+    assert reply.stream.take(2.0) == ("The garage door,", False)  # passed: handed out at once
+    for _ in range(2):
+        gate.release()
+    rest, done = reply.stream.take(2.0)
+    while not done:
+        more, done = reply.stream.take(2.0)
+        rest += " " + more
+    assert " ".join(rest.split()) == "I think, is closed now." and not reply.stream.replaced
+
+
+def test_a_question_about_the_interrupted_answer_is_answered_from_it_not_delegated() -> None:
+    engine = ScriptedLm(["The train to London."])  # invented: not what was said
+    responder = CascadeResponder(lambda _: True, engine=engine, capabilities=[])
+    responder.heard(
+        "The train to Leeds leaves from", True, "platform four at ten. It stops at York."
+    )
+    reply = responder.respond(request("Sorry, which platform was that?"))
+    assert reply is not None and reply.kind == "reply" and responder.last_intent == "generated"
+    assert "platform four at ten. It stops at York." in engine.calls[-1][-1]["content"]
+    reply.stream.join()
+    text, _ = reply.stream.take(0.0)
+    assert reply.stream.replaced and "platform four" in text  # said again, not made up
+    # a request about something else is still delegated, naming it
+    responder.heard("I can", True, "check trains for you.")
+    other = responder.respond(request("Hold on, is the oven off?"))
+    assert other is not None and other.kind == "delegate" and "oven" in other.spoken
+
+
+def test_the_interrupted_turns_remainder_reaches_the_prompt(tmp_path: Path) -> None:
+    """A real turn cut by real speech: the model gets what was heard and what was to come."""
+    engine = ScriptedLm(["Platform four, at ten past eight."])
+    responder = CascadeResponder(lambda _: False, engine=engine, capabilities=[])
+    frontend = PolicyFrontend(VadBargeIn(), responder=responder)
+    said = (
+        "The train to Leeds leaves from platform four at ten past eight. It stops at York on "
+        "the way, and the buffet car opens after the first stop."
+    )
+    frontend.schedule_turns([(0.5, said)])
+    ask = espeak_16k("Wait, which platform?", tmp_path / "ask.wav", voice="en-us+m3", wpm=160)
+    audio = np.zeros(12 * RATE, dtype=np.float32)
+    audio[3 * RATE : 3 * RATE + ask.size] = 0.5 * ask / np.abs(ask).max()
+    run_offline(audio, RATE, frontend, clock=FakeClock())
+    assert engine.calls, "the interruption was answered by the model"
+    prompt = engine.calls[-1][-1]["content"]
+    assert "buffet car opens after the first stop." in prompt  # never played, yet given
+    heard = responder.conversation.turns[0]
+    assert heard[0] == "assistant" and heard[2] and heard[1] and said.startswith(heard[1])
+    assert " ".join(f"{heard[1]} {heard[3]}".split()) == said
+
+
+def test_the_packaged_model_answers_an_interruption_within_its_bounds(lm: object) -> None:
+    config = LmConfig(max_tokens=24)
+    responder = CascadeResponder(lambda _: False, engine=lm, lm=config)  # type: ignore[arg-type]
+    responder.heard(
+        "Water the tomatoes every morning, and give them",
+        True,
+        "a little plant food once a week. Pick them when they turn deep red.",
+    )
+    ask = "Hold on, how often do I feed them?"
+    reply = responder.respond(request(ask))
+    assert reply is not None and reply.kind == "reply"
+    reply.stream.join(30.0)
+    parts = []
+    done = False
+    while not done:
+        text, done = reply.stream.take(0.0)
+        parts.append(text)
+    spoken = " ".join(" ".join(parts).split())
+    assert spoken
+    assert len(lm.encode(reply.stream.text)) <= config.max_tokens + 1 or reply.stream.replaced  # type: ignore[attr-defined]
+    # on topic by construction: it names something asked, or was replaced by a question that does
+    assert content_words(spoken) & content_words(ask)

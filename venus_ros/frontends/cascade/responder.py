@@ -136,6 +136,13 @@ _LEAD = re.compile(
     r"^(?:(?:so|well|okay|ok|um|uh|hey|and|oh|yeah|yes|right|uh-huh|uh huh|mm-hmm|mhm) )+"
 )
 _TRAIL = re.compile(r"(?: (?:please|then|now|for me))+$")
+#: A request that refers to what the assistant just said.
+_REFERS_BACK = re.compile(
+    r"\b(?:(?:did|do|does) (?:you|he|she|they|it) (?:say|mean)|you (?:said|meant|just said)|"
+    r"you mean|was that|"
+    r"(?:say|said) (?:that|it) again|which one)\b",
+    re.IGNORECASE,
+)
 _PHRASE_END = re.compile(r"[.!?;:](?=\s)|,(?=\s)")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 
@@ -150,6 +157,195 @@ def _core(text: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# Naming what the user asked (the request in the assistant's words)
+# ---------------------------------------------------------------------------------------------
+
+#: Function words: what is left of a text without them are its content words.
+STOP_WORDS = frozenset(
+    "a an the and or but if so to of in on at for from with by about as into onto off up down "
+    "out over under than then too very also just only even still really quite is are was were "
+    "be been being am do does did doing done have has had having will would shall should can "
+    "could may might must i you he she it we they me him her us them my your his its our their "
+    "mine yours this that these those there here what which who whom whose when where why how "
+    "not no yes okay ok please sorry wait hold hang excuse moment second sec minute one some "
+    "any all more most much many um uh oh well hey hi thanks thank again now let lets say said "
+    "tell told mean meant ask asking know think i'm you're it's that's there's what's i'll "
+    "you'll i've i'd don't doesn't didn't can't isn't aren't wasn't thing things way get got "
+    "go going make like want need sure right yeah".split()
+)
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_WH = frozenset("what when where which who whom whose why how".split())
+_AUX = frozenset(
+    "is are was were am can could will would shall should do does did has have had may might "
+    "must".split()
+)
+_SUBJECTS = frozenset("i you we they he she it that this there these those".split())
+_SECOND_PERSON = {
+    "i": "you", "me": "you", "my": "your", "mine": "yours", "myself": "yourself",
+    "i'm": "you're", "i've": "you've", "i'll": "you'll", "i'd": "you'd", "am": "are",
+    "you": "I", "your": "my", "yours": "mine", "yourself": "myself", "you're": "I'm",
+    "you've": "I've", "you'll": "I'll", "you'd": "I'd",
+}  # fmt: skip
+_CONTRACTIONS = {"what's": "what is", "where's": "where is", "when's": "when is",
+                 "how's": "how is", "who's": "who is", "that's": "that is",
+                 "there's": "there is", "it's": "it is"}  # fmt: skip
+#: Openers that only take the floor ("sorry,", "wait,", "hold on a second,") before a request.
+_OPENER = re.compile(
+    r"^(?:(?:sorry(?: to interrupt(?: you)?)?|excuse me|pardon me|"
+    r"(?:wait|hold on|hang on|stop)(?: (?:for )?(?:a|one) (?:second|moment|minute|sec))?|"
+    r"just a (?:second|moment|minute|sec)|one (?:second|moment|sec)|actually|hey|so|well|"
+    r"okay|ok|um|uh|oh|no|and|but|quick question|i mean)(?:[\s,.!;:-]+|$))+",
+    re.IGNORECASE,
+)
+#: A polite frame around a request ("can you tell me ...", "do you know ...").
+_FRAME = re.compile(
+    r"^(?:please |(?:can|could|would|will) you (?:please )?(?:tell me |let me know |check |"
+    r"find out |look up |see )?|(?:please )?(?:tell me|let me know|check|find out|look up) |"
+    r"do you know |i (?:want|would like|'d like|wanted) to know |i wonder |i'm wondering )",
+    re.IGNORECASE,
+)
+
+
+def content_words(text: str) -> set[str]:
+    """The content words of ``text``: lower case, crude stems, function words dropped."""
+    out = set()
+    for word in _WORD.findall(text.lower()):
+        if word in STOP_WORDS or len(word) < 2:
+            continue
+        for suffix in ("ing", "es", "ed", "s"):
+            if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+                word = word[: -len(suffix)]
+                break
+        out.add(word)
+    return out
+
+
+def _third_singular(verb: str) -> str:
+    if verb in ("have", "do", "go"):
+        return {"have": "has", "do": "does", "go": "goes"}[verb]
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if len(verb) > 2 and verb.endswith("y") and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+_IRREGULAR_PAST = dict(
+    pair.split(":")
+    for pair in (
+        "say:said do:did go:went have:had make:made tell:told mean:meant put:put get:got "
+        "see:saw leave:left come:came take:took give:gave know:knew find:found think:thought "
+        "buy:bought bring:brought pay:paid send:sent write:wrote speak:spoke read:read "
+        "set:set leave:left lose:lost forget:forgot hear:heard eat:ate drink:drank"
+    ).split()
+)
+#: Words after which "you" is an object ("for you", "tell you"), not a subject.
+_OBJECT_CONTEXT = frozenset(
+    "to for with at from about of on by tell give show help let ask call thank see hear "
+    "send bring take remind".split()
+)
+
+
+def _past(verb: str) -> str:
+    if verb in _IRREGULAR_PAST:
+        return _IRREGULAR_PAST[verb]
+    return verb + ("d" if verb.endswith("e") else "ed")
+
+
+def _embed(tokens: list[str]) -> list[str]:
+    """A direct question as an indirect one: "where is it" -> "where it is", "can I go" ->
+    "if I can go", "what time does it close" -> "what time it closes"; else unchanged."""
+    if not tokens:
+        return tokens
+    if tokens[0] in _AUX:
+        head, rest = ["if"], tokens
+    elif tokens[0] in _WH:
+        k = next((i for i, t in enumerate(tokens[:4]) if t in _AUX), None)
+        if k is None:
+            return tokens
+        head, rest = tokens[:k], tokens[k:]
+    else:
+        return tokens
+    if len(rest) < 2 or rest[1] not in _SUBJECTS:
+        return tokens
+    aux, subject, tail = rest[0], rest[1], rest[2:]
+    if aux in ("do", "does", "did"):
+        if aux == "does" and tail:
+            tail = [_third_singular(tail[0]), *tail[1:]]
+        elif aux == "did" and tail:
+            tail = [_past(tail[0]), *tail[1:]]
+        return [*head, subject, *tail]
+    return [*head, subject, aux, *tail]
+
+
+def request_phrase(request: str, max_words: int = 12) -> tuple[str, bool]:
+    """What the user asked for, in the assistant's words, and whether it is a question.
+
+    Openers ("sorry, wait,") and polite frames ("can you tell me") are dropped, a direct
+    question becomes an indirect one and pronouns turn around ("can I park there" -> "if you
+    can park there"). At most ``max_words`` words; '' when nothing is left.
+    """
+    text = _OPENER.sub("", " ".join(request.split())).strip()
+    question = text.endswith("?")
+    text = re.sub(r"\s*,\s*", " ", text)
+    framed = _FRAME.sub("", text).strip()
+    question = question and framed == text  # "could you go ...?" asks for an act
+    text = framed
+    cased: dict[str, str] = {}
+    words: list[str] = []
+    for token in re.sub(r"[?!.;:]+", " ", text).split():
+        low = token.lower()
+        if token[:1].isupper() and low != "i":
+            cased[low] = token  # names keep their capitals ("Paris"), sentence starts too
+        words.extend(_CONTRACTIONS.get(low, low).split())
+    if words and words[0] in cased and not words[0][:1].isdigit():
+        cased.pop(words[0], None)  # the capital of the sentence start
+    if words and (words[0] in _WH or words[0] in _AUX):
+        question = True
+    words = _embed(words)
+    spoken = []
+    for i, word in enumerate(words):
+        swapped = _SECOND_PERSON.get(word, cased.get(word, word))
+        if word == "you" and i > 0 and words[i - 1] in _OBJECT_CONTEXT:
+            swapped = "you" if words[i - 1] in _SUBJECTS else "me"
+        if word == "are" and i > 0 and words[i - 1] == "you":
+            swapped = "am"  # "you are" -> "I am"
+        if word in ("was", "were") and i > 0 and words[i - 1] in ("i", "you"):
+            swapped = "were" if words[i - 1] == "i" else "was"
+        spoken.append(swapped)
+    phrase = " ".join(spoken[:max_words]).strip(" ,")
+    return phrase, question
+
+
+def _grounded(words: set[str], news: set[str], known: set[str], share: float = 2 / 3) -> bool:
+    """Whether a reply with content ``words`` carries one of ``news`` and takes at least
+    ``share`` of its words from ``known``."""
+    return bool(words & news) and len(words & known) >= share * len(words)
+
+
+def check_phrase_for(query: str, fallback: str = "Let me check.") -> str:
+    """The acknowledgement of a delegated request, naming it: "Let me check <what>."."""
+    phrase, question = request_phrase(query)
+    if not phrase:
+        return fallback
+    if question or phrase.split()[0] in ("the", "a", "an", "your", "my", "some", "how"):
+        return f"Let me check {phrase}."
+    return f"Okay, {phrase}. Let me check."
+
+
+def clarifying_question(request: str) -> str:
+    """A brief reply naming the request's key words, for when no answer can be given."""
+    phrase, question = request_phrase(request)
+    if not phrase or not content_words(phrase):
+        return CLARIFY_PHRASE
+    if question:
+        return f"Sorry, I'm not sure {phrase}. Could you tell me more?"
+    if phrase.startswith("you mean "):
+        phrase = phrase[len("you mean ") :]
+    return f"Do you mean {phrase}?"
+
+
+# ---------------------------------------------------------------------------------------------
 # Conversation
 # ---------------------------------------------------------------------------------------------
 
@@ -160,19 +356,20 @@ class Conversation:
 
     Attributes:
         max_turns: Turns kept (the oldest are dropped).
-        turns: ``(role, text, interrupted)``, oldest first; an assistant turn holds only what
-            was played (heard), and ``interrupted`` marks one the user cut off.
+        context_turns: An interrupted turn is the context of requests at most this many turns
+            after it.
+        turns: ``(role, text, interrupted, unheard)``, oldest first; an assistant turn holds
+            what was played (heard), ``interrupted`` marks one the user cut off and ``unheard``
+            what it was still about to say.
     """
 
     max_turns: int = 8
-    turns: deque[tuple[str, str, bool]] = field(default_factory=deque)
-    #: What the assistant's latest turn still held when it ended ('' when it played out).
-    unheard: str = ""
+    context_turns: int = 4
+    turns: deque[tuple[str, str, bool, str]] = field(default_factory=deque)
 
     def reset(self) -> None:
         """Forget everything (a new session)."""
         self.turns.clear()
-        self.unheard = ""
 
     def add(
         self,
@@ -181,34 +378,128 @@ class Conversation:
         interrupted: bool = False,
         unheard: str = "",
     ) -> None:
-        """Append one turn (blank text is ignored); ``unheard``: an assistant turn's words
-        that were not played."""
+        """Append one turn; ``unheard``: an interrupted assistant turn's words not played.
+
+        Blank text is ignored, except for an interrupted turn that still held words.
+        """
         text = " ".join(text.split())
-        if role == "assistant":
-            self.unheard = " ".join(unheard.split()) if interrupted else ""
-        if not text:
+        unheard = " ".join(unheard.split()) if interrupted and role == "assistant" else ""
+        if not text and not unheard:
             return
-        self.turns.append((role, text, interrupted))
+        self.turns.append((role, text, interrupted, unheard))
         while len(self.turns) > self.max_turns:
             self.turns.popleft()
 
     def last_assistant(self) -> str:
         """The assistant's latest turn as heard ('' if none)."""
-        for role, text, _ in reversed(self.turns):
-            if role == "assistant":
+        for role, text, _, _ in reversed(self.turns):
+            if role == "assistant" and text:
                 return text
         return ""
 
-    def messages(self, system: str, request: str) -> list[Message]:
-        """Chat messages: the system prompt, the history, then ``request`` as the user's turn.
+    def interrupted(self) -> tuple[int, str, str] | None:
+        """``(index, heard, whole text)`` of the latest interrupted assistant turn among the
+        last ``context_turns`` turns, or None."""
+        turns = list(self.turns)
+        for back, (role, text, cut, unheard) in enumerate(reversed(turns)):
+            if back >= self.context_turns:
+                break
+            if role == "assistant" and cut:
+                return len(turns) - 1 - back, text, " ".join(f"{text} {unheard}".split())
+        return None
 
-        An interrupted assistant turn ends with "..." (what the user heard, cut off).
+    def context(self) -> str:
+        """The whole text of the interrupted turn a request may be about ('' if none)."""
+        latest = self.interrupted()
+        return latest[2] if latest is not None else ""
+
+    def focus(self, request: str) -> str:
+        """The sentence of the interrupted turn ``request`` is most likely about ('' if none).
+
+        The one sharing most content words with the request; without any shared, the
+        sentence that was being said when the user cut in (the first not wholly heard).
+        """
+        latest = self.interrupted()
+        if latest is None:
+            return ""
+        _, heard, whole = latest
+        sentences = [t for t in re.split(r"(?<=[.!?])\s+", whole) if t.strip()]
+        if not sentences:
+            return ""
+        asked = content_words(request)
+        scores = [len(content_words(t) & asked) for t in sentences]
+        if max(scores) > 0:
+            return sentences[scores.index(max(scores))]
+        done = 0
+        for sentence in sentences:  # the first sentence not wholly heard
+            done += len(sentence) + 1
+            if done > len(heard) + 1:
+                return sentence
+        return sentences[-1]
+
+    def messages(
+        self,
+        system: str,
+        request: str,
+        shots: Sequence[tuple[str, str]] = (),
+    ) -> list[Message]:
+        """Chat messages: the system prompt, example exchanges, the history, then ``request``.
+
+        After an interrupted assistant turn, the request comes with that turn's whole text
+        (what the user heard and what the assistant was about to say), as the examples show
+        (``You were saying: "..."``); the history then starts after that turn. Without one, an
+        interrupted turn in the history ends with "..." (cut off).
         """
         out: list[dict[str, str]] = [{"role": "system", "content": system}]
-        for role, text, interrupted in self.turns:
-            out.append({"role": role, "content": text + (" ..." if interrupted else "")})
-        out.append({"role": "user", "content": request})
+        for user, reply in shots:
+            out.append({"role": "user", "content": user})
+            out.append({"role": "assistant", "content": reply})
+        latest = self.interrupted()
+        turns = list(self.turns)[latest[0] + 1 :] if latest is not None else list(self.turns)
+        for role, text, interrupted, _ in turns:
+            if text:
+                out.append({"role": role, "content": text + (" ..." if interrupted else "")})
+        content = request if latest is None else with_context(latest[2], request)
+        out.append({"role": "user", "content": content})
         return out
+
+
+def with_context(said: str, request: str) -> str:
+    """A request as the model is given it after an interrupted turn that said ``said``."""
+    return f'You were saying: "{said}"\nUser: {request}'
+
+
+#: Example exchanges given before the conversation (a tiny model follows examples better than
+#: instructions): answer a question about what was being said from it, in the question's own
+#: words; ask which one when a correction leaves it open; answer a side question briefly.
+FEW_SHOTS: tuple[tuple[str, str], ...] = (
+    (
+        with_context(
+            "The library opens at nine on weekdays. On Saturdays it opens at ten, and it is "
+            "closed on Sundays.",
+            "Sorry, what about Saturdays?",
+        ),
+        "On Saturdays the library opens at ten.",
+    ),
+    (
+        with_context(
+            "Mix the paint with a little water first. Then use a wide brush.",
+            "Wait, how much water?",
+        ),
+        "Just a little water, about a spoonful.",
+    ),
+    (
+        with_context("I'm driving to the kitchen now.", "No, the other room."),
+        "Which room do you mean?",
+    ),
+    (
+        with_context(
+            "The bus stops outside the bakery every ten minutes.",
+            "Hold on, is there parking near the bakery?",
+        ),
+        "I'm not sure about parking near the bakery.",
+    ),
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,6 +547,12 @@ class ReplyStream:
         fallback: Said when generation ends (or times out) with nothing speakable.
         min_first_words: The first piece handed out has at least this many words (unless the
             reply is shorter): a lone "No," followed by a pause reads as a separate utterance.
+        check: Whether a reply is on topic (e.g. shares a content word with the request or
+            its context). Nothing is handed out until the text so far passes; a first
+            sentence (or a whole reply) that does not is replaced by ``replacement``.
+        replacement: What replaces an off-topic reply (default: ``fallback``).
+        check_sentences: ``check`` judges the first whole sentence, not the text so far
+            (a check that a partial reply can pass too early).
     """
 
     def __init__(
@@ -269,8 +566,17 @@ class ReplyStream:
         key: str = "",
         fallback: str = FALLBACK_PHRASE,
         min_first_words: int = 3,
+        check: Callable[[str], bool] | None = None,
+        replacement: str = "",
+        check_sentences: bool = False,
     ) -> None:
         self.min_first_words = int(min_first_words)
+        self._check = check
+        self._checked = check is None
+        self._check_sentences = bool(check_sentences)
+        self.replacement = replacement or fallback
+        #: The reply was off topic and replaced.
+        self.replaced = False
         self.key = key
         self.fallback = fallback
         self._gave = False
@@ -302,19 +608,38 @@ class ReplyStream:
             for piece in self._engine.stream(self._messages, self._max_tokens, self._cancel):
                 with self._cond:
                     self._text += piece
+                    self._judge(final=False)
                     full = len(_SENTENCE_END.findall(self._text)) >= self.max_sentences
                     self._cond.notify_all()
-                if full or time.monotonic() - self.started > self._timeout_s:
+                if self.replaced or full or time.monotonic() - self.started > self._timeout_s:
                     break
         except Exception as exc:  # surfaced through .error and the log, never raised in a unit
             self.error = exc
             log.warning("responder: generation failed: %s", exc)
         finally:
             with self._cond:
+                self._judge(final=True)
                 self._done = True
                 self._cond.notify_all()
             with _LIVE_LOCK:
                 _LIVE.discard(self)
+
+    def _judge(self, final: bool) -> None:
+        """Pass the text so far, or replace it once its first sentence (or all of it) is in
+        and off topic. Called with the condition held."""
+        if self._checked or self._check is None:
+            return
+        text = speakable(self._text)
+        ended = final or _SENTENCE_END.search(text) is not None
+        if self._check_sentences and not ended:
+            return
+        if self._check(text):
+            self._checked = True
+        elif ended:
+            self._checked = True
+            self.replaced = True
+            self._text = self.replacement
+            log.info("responder: off-topic reply %r replaced by %r", text, self.replacement)
 
     @property
     def done(self) -> bool:
@@ -339,6 +664,8 @@ class ReplyStream:
     def _ready(self) -> int:
         """End of the text that can be handed out: finished phrases (all of it when done)."""
         text = self._text
+        if not self._checked:
+            return self._taken  # held until it is known to be on topic
         if self._done:
             return len(text)
         ends = [m.end() for m in _PHRASE_END.finditer(text, self._taken)]
@@ -501,7 +828,10 @@ def system_prompt(name: str, capabilities: Sequence[str], robot_actions: bool) -
     lines = [f"You are {name}, a friendly home robot."]
     if can:
         lines.append("Your skills: " + "; ".join(can) + ".")
-    lines.append("Answer in one short sentence.")
+    lines.append(
+        "Answer the user's last message in one short sentence, using the user's own words. "
+        "When you were interrupted, answer from what you were saying."
+    )
     return " ".join(lines)
 
 
@@ -523,6 +853,9 @@ class CascadeResponder(Responder):
         name: The assistant's name in the system prompt.
         capabilities: What it can do (default: :func:`capabilities_from_tools`).
         robot_actions: The harness drives the robot (said among the capabilities).
+        shots: Example exchanges given to the model before the conversation.
+        name_requests: The acknowledgement of a delegation names the request ("Let me check
+            when the shop opens.", :func:`check_phrase_for`) instead of ``check_phrase``.
         **kwargs: Passed to :class:`~venus_ros.frontends.policy.Responder`.
     """
 
@@ -538,6 +871,8 @@ class CascadeResponder(Responder):
         name: str = "Venus",
         capabilities: Sequence[str] | None = None,
         robot_actions: bool = True,
+        shots: Sequence[tuple[str, str]] = FEW_SHOTS,
+        name_requests: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(delegator, query_of=query_of, **kwargs)
@@ -555,6 +890,8 @@ class CascadeResponder(Responder):
         self._phrases = tuple(compiled)
         caps = capabilities_from_tools() if capabilities is None else tuple(capabilities)
         self.system = system_prompt(name, caps, robot_actions)
+        self.shots = tuple(shots)
+        self.name_requests = bool(name_requests)
         self.conversation = Conversation()
         self._stream: ReplyStream | None = None
         self._last_spoken = ""
@@ -596,15 +933,50 @@ class CascadeResponder(Responder):
                 return self._stream
             self._stream.cancel()
         assert self.engine is not None
+        asked = content_words(transcript)
+        said = content_words(self.conversation.context())
+        check: Callable[[str], bool] | None = None
+        whole = False
+        # on topic: the reply names something the user said (or, for a request of function
+        # words only, something the interrupted turn said)
+        topic = asked or said
+        if topic:
+            check = lambda text: bool(content_words(text) & topic)  # noqa: E731
+        topic = asked | said
+        clarify = clarifying_question(transcript)
+        focus = self.conversation.focus(transcript) if self.about_answer(transcript) else ""
+        news = content_words(focus) - asked
+        if news:
+            # about the answer: the reply must carry something of the sentence asked about
+            # and be grounded in what was said (a tiny model invents), else that sentence is
+            # said again
+            check = lambda text: _grounded(content_words(text), news, topic)  # noqa: E731
+            clarify = f"I said: {focus}"
+            whole = True
         self._stream = ReplyStream(
             self.engine,
-            self.conversation.messages(self.system, transcript),
+            self.conversation.messages(self.system, transcript, self.shots),
             max_tokens=self.lm.max_tokens,
             max_sentences=self.lm.max_sentences,
             timeout_s=self.lm.timeout_s,
             key=transcript,
+            fallback=clarify,
+            check=check,
+            replacement=clarify,
+            check_sentences=whole,
         )
         return self._stream
+
+    def about_answer(self, transcript: str) -> bool:
+        """Whether ``transcript`` asks about the interrupted turn (answered from its text, not
+        delegated): a question that shares a content word with that turn's whole text, or
+        that refers to what was said ("did you say", "was that")."""
+        context = self.conversation.context()
+        if not context or not request_phrase(transcript)[1]:
+            return False
+        if _REFERS_BACK.search(transcript):
+            return True
+        return bool(content_words(transcript) & content_words(context))
 
     # -- choosing ------------------------------------------------------------------------------
 
@@ -632,6 +1004,8 @@ class CascadeResponder(Responder):
         fixed = self.fixed_phrase(transcript)
         if fixed is not None:
             return fixed
+        if self.engine is not None and transcript and self.about_answer(transcript):
+            return "generated", ""
         if (transcript or not request.asr) and self.delegator(transcript):
             return "delegate", ""
         if self.engine is not None and transcript:
@@ -659,7 +1033,12 @@ class CascadeResponder(Responder):
             return Response("", "reply", stream=stream)
         self.conversation.add("user", transcript)
         if intent == "delegate":
-            return Response(self.check_phrase, "delegate", self._query(request, transcript))
+            query = self._query(request, transcript)
+            spoken = self.check_phrase
+            if self.name_requests and transcript:
+                cleaned = self.query_of(transcript) if self.query_of is not None else transcript
+                spoken = speakable(check_phrase_for(cleaned or transcript, self.check_phrase))
+            return Response(spoken or self.check_phrase, "delegate", query)
         if intent == "ack":
             reply = self.acknowledgements[self._next_ack % len(self.acknowledgements)]
             self._next_ack += 1
