@@ -17,6 +17,7 @@ from venus_ros.harness.planner import (
     PLANNER_TOOL,
     LocalPlanner,
     PlannedCall,
+    _destination_evidence,
     duration_s,
     make_planner_tool,
     segments,
@@ -144,6 +145,17 @@ def test_durations_keep_the_corrected_value(text: str, seconds: int) -> None:
         ("switch off the lamps in the study", ("lights", {"room": "study", "on": False})),
         ("turn the hall lights off, no, on", ("lights", {"room": "hall", "on": True})),
         ("set the volume to forty percent", ("volume", {"level": 40})),
+        # operator words said between two numbers
+        ("what's 64 over eight", ("calculator", {"expression": "64 / 8"})),
+        ("nineteen take away four", ("calculator", {"expression": "19 - 4"})),
+        ("quickly, 5 add 9 please", ("calculator", {"expression": "5 + 9"})),
+        ("six multiply by seven", ("calculator", {"expression": "6 * 7"})),
+        # a destination after a motion preposition, whatever the verb
+        ("wander over to the garage", ("go_to", {"place": "garage"})),
+        ("scoot into the cellar, sorry, the loft", ("go_to", {"place": "loft"})),
+        # "scratch that" corrects, and "let me think" is a hesitation
+        ("a timer for two hours, scratch that, three hours", ("timer", {"seconds": 10800})),
+        ("let me think, what's 3 plus 4", ("calculator", {"expression": "3 + 4"})),
     ],
 )
 def test_disfluent_requests_become_the_right_call(
@@ -188,3 +200,27 @@ def test_expressions_come_out_in_one_spelling(
     planner: LocalPlanner, request_text: str, expression: str
 ) -> None:
     assert planner.plan(request_text) == [PlannedCall("calculator", {"expression": expression})]
+
+
+def test_a_chain_of_a_sum_and_a_destination(planner: LocalPlanner) -> None:
+    assert planner.plan("eleven add 2, and then make your way down to the shed") == [
+        PlannedCall("calculator", {"expression": "11 + 2"}),
+        PlannedCall("go_to", {"place": "shed"}),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text", ["what is 3 over the weekend", "I'll add 2 things", "read me the news"]
+)
+def test_operator_words_away_from_numbers_are_no_arithmetic(
+    planner: LocalPlanner, text: str
+) -> None:
+    assert all(call.tool != "calculator" for call in planner.plan(text))
+
+
+def test_a_number_after_to_is_no_destination() -> None:
+    schema = TOOLS[3].schema
+    assert _destination_evidence(schema, ["set it to 40 percent"]) == 0
+    assert _destination_evidence(schema, ["count to ten minutes"]) == 0
+    assert _destination_evidence(schema, ["roll towards the den"]) == 1
+    assert _destination_evidence(TOOLS[4].schema, ["roll towards the den"]) == 0  # no place

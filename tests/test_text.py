@@ -144,3 +144,17 @@ def test_a_clock_time_becomes_the_seconds_until_its_next_occurrence() -> None:
     local = planner_router(ToolRegistry(builtin_tools()))
     assert local("book a table at 7 pm") is None  # a clock time rings only for a reminder
     assert route("book a table at 7 pm") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "segs"),
+    [
+        ("set it for two hours, scratch that, three", ["set it for two hours", "three"]),
+        ("drive to the hall, strike that, the den", ["drive to the hall", "the den"]),
+        ("let me think, what is 2 plus 2", ["what is 2 plus 2"]),
+        ("go to the deck, let's see.", ["go to the deck"]),
+        ("let me see the photos", ["let me see the photos"]),  # a request, not a hesitation
+    ],
+)
+def test_correction_and_hesitation_phrases(text: str, segs: list[str]) -> None:
+    assert segments(text) == segs

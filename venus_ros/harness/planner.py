@@ -239,7 +239,8 @@ class LocalPlanner:
         best: tuple[float, PlannedCall] | None = None
         for tool, score in zip(self.tools, scores, strict=True):
             args, missing = fill_arguments(tool.schema, segs)
-            score += 0.3 * _typed_evidence(tool.schema, args) - 0.3 * len(missing)
+            evidence = _typed_evidence(tool.schema, args) + _destination_evidence(tool.schema, segs)
+            score += 0.3 * evidence - 0.3 * len(missing)
             if best is None or score > best[0]:
                 best = (score, PlannedCall(tool.name, args))
         if best is None or best[0] < self.min_score or not text:
@@ -266,6 +267,33 @@ def _typed_evidence(schema: Mapping[str, Any], args: Mapping[str, Any]) -> int:
         ):
             count += 1
     return count
+
+
+#: Words that introduce where to go: the phrase after them is a destination.
+_DESTINATION = re.compile(r"\b(?:to|into|towards?|onto)\s+(?:the\s+)?\w")
+_PLACE_WORDS = re.compile(r"\b(?:place|location|room|destination|where)\b")
+_NOT_DESTINATION = re.compile(r"^\s*(?:\d|[a-z]+\s+(?:seconds?|minutes?|hours?)\b)")
+
+
+def _destination_evidence(schema: Mapping[str, Any], segs: Sequence[str]) -> int:
+    """1 when the request names a destination ("to the porch", "into the hall") and the tool
+    takes a required place ("location", "place", "room" in its name or description), else 0:
+    a phrase after a motion preposition is where to go, whatever the verb before it."""
+    properties = schema.get("properties", {}) or {}
+    places = [
+        name
+        for name in schema.get("required", [])
+        if isinstance(properties.get(name), Mapping)
+        and properties[name].get("type") == "string"
+        and _PLACE_WORDS.search(f"{name} {properties[name].get('description', '')}".lower())
+    ]
+    if not places:
+        return 0
+    for seg in segs:
+        for match in _DESTINATION.finditer(seg.lower()):
+            if not _NOT_DESTINATION.match(seg.lower()[match.end() - 1 :]):
+                return 1
+    return 0
 
 
 def fill_arguments(

@@ -484,13 +484,17 @@ def builtin_tools(schedule: Schedule | None = None) -> tuple[Tool, ...]:
 
 # --- router -----------------------------------------------------------------------------------
 
+_BETWEEN = r"(?<=\d)\s+{}\s+(?=\(?\s*\d)"  # an operator word only between two numbers
 _WORD_OPERATORS = (
-    (r"\bmultiplied\s+by\b", "*"),
-    (r"\bdivided\s+by\b", "/"),
+    (r"\b(?:multiplied|multiply|times)\s+by\b", "*"),
+    (r"\b(?:divided|divide)\s+by\b", "/"),
     (r"\bto\s+the\s+power\s+of\b", "**"),
     (r"\btimes\b", "*"),
     (r"\bplus\b", "+"),
     (r"\bminus\b", "-"),
+    (_BETWEEN.format(r"(?:add|added\s+to|and\s+add)"), " + "),
+    (_BETWEEN.format(r"(?:less|take\s+away|subtract)"), " - "),
+    (_BETWEEN.format(r"over"), " / "),
     (r"\bmod(?:ulo)?\b", "%"),
     (r"(?<=\d)\s*[x×]\s*(?=[\d(])", " * "),
     (r"÷", "/"),

@@ -34,12 +34,15 @@ _FRAGMENT = re.compile(r"(?i)(?<![\w'’])(\w{1,4})[—–-]\s*(?=\1)")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.!?;:])")
 _REPEATED_COMMA = re.compile(r"(?:\s*,){2,}")
 _ONLY_FILLERS = re.compile(rf"(?i)\b(?:{FILLER_WORDS}|o+h+)\b")
-_DISCOURSE = re.compile(rf"(?i)\b(?:{FILLER_WORDS}|you know|like(?=,)|well(?=,)|so(?=,))\b[,.]?\s*")
+_DISCOURSE = re.compile(
+    rf"(?i)\b(?:{FILLER_WORDS}|you know|like(?=,)|well(?=,)|so(?=,)"
+    r"|let(?: me|'s) (?:see|think)(?=\s*(?:[,.?!]|$)))\b[,.]?\s*"
+)
 #: Fillers and discourse words inside spoken arithmetic ("50 minus, so, 12").
 ARITHMETIC_NOISE = re.compile(rf"(?i)\b(?:so|well|like|okay|{FILLER_WORDS})\b|[,;]")
 _CORRECTION = re.compile(
     r"(?:,|\s-+|\s—|\.)?\s*\b(?:no,?\s*wait|no|sorry|i mean|actually|make (?:it|that)|rather|"
-    r"or rather|wait)\b[,.]?\s*",
+    r"or rather|wait|scratch that|strike that|correction|let me rephrase)\b[,.]?\s*",
     re.IGNORECASE,
 )
 _SPLIT = re.compile(
