@@ -18,6 +18,7 @@ import pytest
 from venus_ros.audio.vad import ModelPackageMissing
 from venus_ros.core.protocol import Channel, PrivateSpan, SpanOpened, split_visible
 from venus_ros.frontends.cascade.router import (
+    DURATION_FLOOR,
     MAX_SPAN_CHARS,
     WEIGHTS_PATH,
     DelegationRouter,
@@ -269,3 +270,40 @@ def test_router_decides_and_writes_spans(router: DelegationRouter) -> None:
         assert not local.delegate and local.span is None, (text, local.score)
     assert 0.0 <= router.score("hello") <= 1.0
     assert router.scores([]).shape == (0,)
+
+
+class _FixedScore(DelegationRouter):
+    """The committed weights' threshold, with a chosen score (tests the rule, not the model)."""
+
+    def __init__(self, score: float) -> None:
+        super().__init__(FakeEmbedder(), _fake_weights())
+        self._score = score
+
+    def score(self, text: str) -> float:
+        return self._score
+
+
+def _fake_weights() -> RouterWeights:
+    return RouterWeights(np.zeros(FakeEmbedder.dim), 0.0, 0.6, "fake/words", 0)
+
+
+@pytest.mark.parametrize(
+    ("score", "text", "delegate"),
+    [
+        (0.61, "hello there", True),  # over the threshold
+        (0.40, "hello there", False),
+        (0.40, "let me know in four and a half hours", True),  # a duration, over the floor
+        (0.40, "uh, ping me after twenty minutes", True),
+        (0.29, "let me know in four and a half hours", False),  # under the floor
+        (0.40, "I have two cats", False),  # a number is no duration
+    ],
+)
+def test_a_stated_duration_lowers_the_bar_to_the_floor(
+    score: float, text: str, delegate: bool
+) -> None:
+    router = _FixedScore(score)
+    assert DURATION_FLOOR * router.threshold == pytest.approx(0.3)
+    assert router.needs_delegation(text) is delegate
+    decision = router.decide(text)
+    assert decision.delegate is delegate
+    assert (decision.span is not None) is delegate

@@ -12,7 +12,9 @@ carry the request's framing: "could you", "did I", "where's my"); its weights an
 (calibrated on held-out requests for high recall and high specificity at once) are in
 ``models/router.npz``, trained by
 :func:`venus_ros.training.router.train_router` on ``data/router_corpus.yaml``.
-``models/router_report.md`` has the data sizes and held-out metrics.
+``models/router_report.md`` has the data sizes and held-out metrics. A request that states a
+duration is delegated from :data:`DURATION_FLOOR` of the threshold on (a length of time is work
+for a timer, and misheard words around it lower the score).
 
 :meth:`DelegationRouter.delegate_span` writes the private span that hands the request to the
 harness: the request in the user's words with fillers and false starts removed, escaped with
@@ -34,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from venus_ros.core.protocol import escape_tags
+from venus_ros.text.numbers import duration_s
 from venus_ros.text.repair import clean_disfluencies
 
 if TYPE_CHECKING:
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CORPUS_PATH",
+    "DURATION_FLOOR",
     "MAX_SPAN_CHARS",
     "WEIGHTS_PATH",
     "DelegationRouter",
@@ -57,6 +61,10 @@ WEIGHTS_PATH = _HERE / "models" / "router.npz"
 """The committed classifier weights."""
 MAX_SPAN_CHARS = 4000
 """Longest span content; :class:`~venus_ros.core.protocol.SpanParser` rejects longer ones."""
+DURATION_FLOOR = 0.5
+"""A request that states a duration ("in four and a half hours") is delegated when its score
+reaches this share of the threshold: a stated length of time is work for a timer, and ASR
+errors around it ("count on 27 minutes") pull the score of such requests down."""
 
 _WORDS = re.compile(r"[\w']+")
 _NPZ_FIELDS = (
@@ -251,13 +259,22 @@ class DelegationRouter:
         return float(self.scores([text])[0])
 
     def needs_delegation(self, text: str) -> bool:
-        """Whether the request needs the harness (its score reaches the threshold)."""
-        return self.score(text) >= self.threshold
+        """Whether the request needs the harness: its score reaches the threshold, or
+        :data:`DURATION_FLOOR` of it when the request states a duration."""
+        return self._delegates(text, self.score(text))
+
+    def _delegates(self, text: str, score: float) -> bool:
+        if score >= self.threshold:
+            return True
+        if score < DURATION_FLOOR * self.threshold:
+            return False
+        return duration_s(clean_disfluencies(text)) is not None
 
     def decide(self, text: str) -> RouteDecision:
-        """Scores a request and writes its span when it is delegated."""
+        """Scores a request and writes its span when it is delegated (see
+        :meth:`needs_delegation`)."""
         score = self.score(text)
-        delegate = score >= self.threshold
+        delegate = self._delegates(text, score)
         return RouteDecision(
             text=text,
             score=score,
