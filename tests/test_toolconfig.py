@@ -449,3 +449,27 @@ def test_the_keyword_router_answers_only_when_the_cloud_planner_fails(
     server.add(tool_calls(("calculator", {"expression": "6*7"})), error(400, "bad"))
     with pytest.raises(ToolError, match="HTTP 400"):
         asyncio.run(llm.run({"request": "what is 6 times 7"}, EMPTY))
+
+
+def test_vocabulary_names_the_enabled_tools_first(shipped: dict[str, Any]) -> None:
+    shipped["tools"]["fan"] = {
+        "kind": "ros_service",
+        "description": "Sets the fan speed. Needs the fan node.",
+        "schema": {
+            "type": "object",
+            "properties": {"fan_speed": {"type": "string", "enum": ["low", "high"]}},
+            "required": ["fan_speed"],
+            "additionalProperties": False,
+        },
+        "timeout_s": 2.0,
+        "side_effects": True,
+        "cancellable": False,
+        "service_type": "std_srvs/srv/Trigger",
+        "service_name": "fan",
+    }
+    shipped["enabled"] = ["fan", "clock"]
+    words = parse_tool_config(shipped).vocabulary()
+    assert words[:4] == ["fan", "clock", "low", "high"]
+    assert "fan speed" in words and "Sets the fan speed" in words
+    assert "Needs the fan node" not in " ".join(words)  # the first sentence only
+    assert "timer" not in words  # not enabled

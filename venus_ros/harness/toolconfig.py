@@ -270,6 +270,30 @@ class ToolConfig(BaseModel):
         """The enabled ``llm`` tools, in ``enabled`` order."""
         return [n for n, e in self.enabled_entries().items() if isinstance(e, LlmEntry)]
 
+    def vocabulary(self) -> list[str]:
+        """The words a user is likely to say to the enabled tools, most telling first: each
+        non-``llm`` tool's name ("set light"), then every ``enum`` value of their arguments,
+        then argument names and the first sentence of each tool's description.
+
+        For a speech recogniser's vocabulary prompt
+        (:func:`venus_ros.audio.asr.vocabulary_prompt`); repeats are kept (the prompt drops
+        them).
+        """
+        entries = [e for e in self.enabled_entries().items() if not isinstance(e[1], LlmEntry)]
+        names = [name.replace("_", " ") for name, _ in entries]
+        values: list[str] = []
+        words: list[str] = []
+        for _, entry in entries:
+            properties = (entry.arg_schema or {}).get("properties", {}) or {}
+            for prop, spec in properties.items():
+                if not isinstance(spec, Mapping):
+                    continue
+                values.extend(str(v) for v in spec.get("enum", []) if isinstance(v, (str, int)))
+                words.append(prop.replace("_", " "))
+            sentence = re.split(r"(?<=[.!?])\s", entry.description.strip(), maxsplit=1)[0]
+            words.append(sentence.rstrip("."))
+        return [*names, *values, *words]
+
 
 # --- loading ------------------------------------------------------------------------------------
 
