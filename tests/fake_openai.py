@@ -5,6 +5,13 @@
 function of the :class:`Recorded` request that returns one) and records the request (method,
 path, headers, body) for assertions. An exhausted script answers 500 ("script exhausted").
 
+A request with ``"stream": true`` gets a chat completion the way the real API streams it:
+``Content-Type: text/event-stream`` over chunked transfer encoding, one ``data: {chunk}`` event
+per ``chat.completion.chunk`` (the role, the text in pieces, each tool call's name and then its
+arguments in pieces, the ``finish_reason``), then ``data: [DONE]``. :func:`events` scripts a
+stream event by event (hostile chunks, no ``[DONE]``, a stall mid-way); :func:`stalled` stops
+a reply's stream after some chunks; ``Reply(stream=False)`` is a server that ignores ``stream``.
+
     with FakeOpenAI(tool_calls(("calculator", {"expression": "6*7"})), text("42.")) as server:
         settings = LlmSettings(base_url=server.url, model="fake", api_key_env="KEY")
         ...
@@ -55,6 +62,13 @@ class Reply:
         headers: extra response headers.
         delay_s: seconds to wait before answering (a slow server).
         drop: close the connection without answering.
+        stream: answer a streaming request with server-sent events (False: one JSON body).
+        events: exactly these stream events, whatever the request asked (a dict or list is
+            sent as JSON, bytes as they are); None: made from ``body`` when streaming.
+        done: end the stream with ``data: [DONE]`` and the chunked-encoding terminator.
+        stall_after: send this many events, then hang for ``stall_s`` (or until the server
+            closes) and drop the connection.
+        stall_s: how long a stall lasts.
     """
 
     status: int = 200
@@ -62,6 +76,11 @@ class Reply:
     headers: Mapping[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     drop: bool = False
+    stream: bool = True
+    events: tuple[Any, ...] | None = None
+    done: bool = True
+    stall_after: int | None = None
+    stall_s: float = 30.0
 
 
 Script = Reply | Callable[[Recorded], Reply]
@@ -126,6 +145,57 @@ def raw(body: bytes, status: int = 200, content_type: str = "application/json") 
 def drop() -> Reply:
     """Close the connection without answering."""
     return Reply(drop=True)
+
+
+def pieces(text: str, parts: int = 16, smallest: int = 4) -> list[str]:
+    """``text`` cut into at most ``parts`` pieces of at least ``smallest`` characters (the last
+    may be shorter), cutting through words as token streams do."""
+    size = max(smallest, -(-len(text) // parts))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def chunks_of(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The ``chat.completion.chunk`` events that stream ``body``; None if it is not a chat
+    completion with a message (it is then sent as one JSON body)."""
+    choices = body.get("choices") if isinstance(body, Mapping) else None
+    if not (isinstance(choices, list) and choices and isinstance(choices[0], Mapping)):
+        return None
+    message = choices[0].get("message")
+    if not isinstance(message, Mapping):
+        return None
+    base = {k: body[k] for k in ("id", "created", "model") if k in body}
+    base["object"] = "chat.completion.chunk"
+
+    def chunk(delta: Mapping[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": dict(delta), "finish_reason": finish}]}
+
+    content = message.get("content")
+    out = [chunk({"role": "assistant", "content": "" if isinstance(content, str) else None})]
+    if isinstance(content, str):
+        out += [chunk({"content": piece}) for piece in pieces(content)]
+    elif content is not None:  # hostile values go out as they are
+        out.append(chunk({"content": content}))
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = dict(call.get("function") or {})
+        head = {"index": index, "id": call.get("id"), "type": "function"}
+        out.append(chunk({"tool_calls": [{**head, "function": {"name": function.get("name")}}]}))
+        arguments = function.get("arguments", "")
+        for piece in pieces(arguments) if isinstance(arguments, str) else [arguments]:
+            out.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+    out.append(chunk({}, choices[0].get("finish_reason")))
+    return out
+
+
+def events(*items: Any, done: bool = True, stall_after: int | None = None) -> Reply:
+    """A stream of exactly these events (chunks as dicts, or raw bytes after ``data: ``)."""
+    return Reply(events=tuple(items), done=done, stall_after=stall_after)
+
+
+def stalled(reply: Reply, after: int, stall_s: float = 30.0) -> Reply:
+    """``reply`` streamed, but only its first ``after`` events; then the server goes quiet."""
+    chunks = chunks_of(reply.body)
+    assert chunks is not None, "only a chat completion can be streamed"
+    return Reply(events=tuple(chunks), stall_after=after, stall_s=stall_s)
 
 
 class FakeOpenAI:
@@ -220,17 +290,29 @@ class FakeOpenAI:
                         fake._requests.append(request)
                     self._send(error(404, f"no route {self.path}"))
                     return
-                self._send(fake._next(request))
+                asked = False
+                try:
+                    asked = json.loads(body).get("stream") is True
+                except (ValueError, AttributeError):
+                    pass
+                self._send(fake._next(request), asked)
 
             def do_GET(self) -> None:
                 self._send(error(404, "only POST /v1/chat/completions"))
 
-            def _send(self, reply: Reply) -> None:
+            def _send(self, reply: Reply, streaming: bool = False) -> None:
                 if reply.delay_s and fake._stop.wait(reply.delay_s):
                     self.close_connection = True
                     return
                 if reply.drop:
                     self.close_connection = True
+                    return
+                stream = reply.events
+                if stream is None and streaming and reply.stream and reply.status == 200:
+                    chunks = chunks_of(reply.body)
+                    stream = tuple(chunks) if chunks is not None else None
+                if stream is not None:
+                    self._send_events(reply, stream)
                     return
                 if isinstance(reply.body, (bytes, bytearray)):
                     payload = bytes(reply.body)
@@ -246,6 +328,42 @@ class FakeOpenAI:
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True
+
+            def _send_events(self, reply: Reply, stream: tuple[Any, ...]) -> None:
+                """Server-sent events over chunked transfer encoding, as the real API does."""
+                try:
+                    self.send_response(reply.status)
+                    headers = {
+                        "Content-Type": "text/event-stream; charset=utf-8",
+                        "Cache-Control": "no-cache",
+                        **dict(reply.headers),
+                    }
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    for index, item in enumerate(stream):
+                        if index == reply.stall_after:
+                            fake._stop.wait(reply.stall_s)
+                            self.close_connection = True
+                            return
+                        data = item if isinstance(item, bytes) else json.dumps(item).encode()
+                        self._chunk(b"data: " + data + b"\n\n")
+                    if reply.stall_after is not None and reply.stall_after >= len(stream):
+                        fake._stop.wait(reply.stall_s)
+                        self.close_connection = True
+                        return
+                    if reply.done:
+                        self._chunk(b"data: [DONE]\n\n")
+                        self._chunk(b"")  # the chunked-encoding terminator
+                    else:
+                        self.close_connection = True  # cut: no [DONE], no terminator
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
+
+            def _chunk(self, data: bytes) -> None:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # quiet: tests assert on fake.requests instead

@@ -1,7 +1,9 @@
 """Tests for venus_ros.harness.llm against a real chat-completions server on 127.0.0.1.
 
 The server (tests/fake_openai.py) speaks the OpenAI wire format from a script: text replies,
-tool calls, 429 with Retry-After, 5xx, slow replies, dropped connections and malformed bodies.
+tool calls, 429 with Retry-After, 5xx, slow replies, dropped connections and malformed bodies,
+and, for requests that ask to stream, server-sent events (chunks, then ``[DONE]``), stalled,
+cut, oversized and hostile streams.
 Retries sleep through an injected recorder, so no test waits for a backoff.
 """
 
@@ -19,15 +21,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from fake_openai import (
     FakeOpenAI,
     Recorded,
     Reply,
+    completion,
     drop,
     error,
+    events,
     raw,
     slow,
+    stalled,
     text,
     tool_calls,
 )
@@ -398,6 +404,156 @@ def test_connection_errors_are_retried(server: FakeOpenAI) -> None:
     server.add(drop(), text("ok"))
     assert chat(client(server.url, sleeps)) == "ok"
     assert len(sleeps.delays) == 1
+
+
+# --- streaming ------------------------------------------------------------------------------------
+
+
+def delta(**fields: Any) -> dict[str, Any]:
+    """One ``chat.completion.chunk`` with this delta (and ``finish_reason`` when given)."""
+    finish = fields.pop("finish_reason", None)
+    return {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": fields, "finish_reason": finish}],
+    }
+
+
+def test_the_fake_server_streams_real_server_sent_events(server: FakeOpenAI) -> None:
+    server.add(text("Hello there, friend."))
+    with httpx2.Client(trust_env=False) as http:
+        body = {"model": "m", "messages": [], "stream": True}
+        response = http.post(f"{server.url}/chat/completions", json=body)
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.headers["transfer-encoding"] == "chunked"
+    blocks = [b for b in response.text.split("\n\n") if b]
+    assert all(b.startswith("data: ") for b in blocks) and blocks[-1] == "data: [DONE]"
+    chunks = [json.loads(b.removeprefix("data: ")) for b in blocks[:-1]]
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"} and len(chunks) > 3
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert "".join(d.get("content") or "" for d in deltas) == "Hello there, friend."
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_a_streamed_answer_is_assembled_and_passed_on_as_it_arrives(server: FakeOpenAI) -> None:
+    answer = "Six times seven is 42, and it is noon."
+    server.add(tool_calls(("calculator", {"expression": "6*7"})), text(answer))
+    heard: list[str] = []
+    plan = asyncio.run(
+        plan_and_run("six times seven?", EMPTY, tools(), client(server.url), on_text=heard.append)
+    )
+    assert plan.text == answer
+    # the call's arguments came in pieces and were put back together before validation
+    assert plan.calls[0] == {"tool": "calculator", "ok": True, "args": {"expression": "6*7"}}
+    assert "".join(heard) == answer and len(heard) >= 5  # word by word, not all at once
+    assert all(not piece.strip() or piece.endswith((" ", ".")) for piece in heard)
+    assert all(r.json()["stream"] is True for r in server.requests)
+    calculator = json.loads(tool_messages(server.requests[1])[0]["content"])
+    assert calculator["text"] == "6 times 7 is 42."
+
+
+def test_a_stream_that_stalls_midway_times_out_with_a_clear_error(server: FakeOpenAI) -> None:
+    sleeps = Sleeps()
+    server.add(stalled(text("The answer is forty two."), after=3), text("Second try."))
+    assert chat(client(server.url, sleeps, request_timeout_s=0.5)) == "Second try."
+    assert len(sleeps.delays) == 1  # a stall is retryable, like a timeout
+    server.add(stalled(text("The answer is forty two."), after=3))
+    stall = r"stream from 127\.0\.0\.1:\d+ stalled after 3 chunks: no complete reply within 0\.5 s"
+    with pytest.raises(LlmError, match=stall) as caught:
+        chat(client(server.url, request_timeout_s=0.5, max_retries=0))
+    assert caught.value.retryable and caught.value.status == 200
+
+
+def test_a_stalled_stream_whose_text_was_passed_on_is_not_retried(server: FakeOpenAI) -> None:
+    sleeps = Sleeps()
+    server.add(stalled(text("The answer is forty two."), after=4), text("never asked"))
+    heard: list[str] = []
+    llm = client(server.url, sleeps, request_timeout_s=0.5)
+    with pytest.raises(ToolError, match=r"stalled after 4 chunks.*passed on"):
+        asyncio.run(plan_and_run("q", EMPTY, [], llm, on_text=heard.append))
+    assert heard == ["The ", "answer "]  # whole words only ("er i" waited for its word)
+    assert len(server.requests) == 1 and sleeps.delays == []
+
+
+def test_an_oversized_stream_is_cut(server: FakeOpenAI) -> None:
+    server.add(text("x" * 5000))  # every chunk counts against the byte limit
+    with pytest.raises(LlmError, match="larger than 2048 bytes") as caught:
+        chat(client(server.url, max_response_bytes=2048))
+    assert not caught.value.retryable and server.requests[0].json()["stream"] is True
+    # A runaway answer: the planner stops reading it (the stream would then stall, and a
+    # client that kept reading would time out instead of answering).
+    server.add(events(*[delta(content="word " * 100)] * 40, stall_after=40))
+    plan = asyncio.run(plan_and_run("q", EMPTY, [], client(server.url)))
+    assert len(plan.text) <= MAX_FINAL_CHARS and plan.text.endswith("more characters cut]")
+
+
+@pytest.mark.parametrize(
+    ("reply", "message", "retryable"),
+    [
+        (events(delta(content="half an ans")), "ended before the reply was complete", True),
+        (events(delta(content="cut here"), done=False), "stream .* was cut after 1 chunks", True),
+        (events(b"{not json"), "chunk 1 of the stream is not JSON", False),
+        (events([1, 2]), "chunk is JSON but not an object", False),
+        (events({"error": {"message": "overloaded"}}), "reported an error: overloaded", False),
+        (events(delta(tool_calls="x", finish_reason="stop")), "tool_calls is not a list", False),
+        (
+            events(
+                delta(tool_calls=[{"index": 0, "function": {"arguments": "{}"}}]),
+                delta(finish_reason="tool_calls"),
+            ),
+            "tool call 0 of the reply has no function name",
+            False,
+        ),
+    ],
+)
+def test_broken_streams_are_clear_errors(
+    server: FakeOpenAI, reply: Reply, message: str, retryable: bool
+) -> None:
+    server.add(reply)
+    with pytest.raises(LlmError, match=message) as caught:
+        chat(client(server.url, max_retries=0))
+    assert caught.value.retryable is retryable
+
+
+def test_a_server_that_ignores_stream_is_read_whole_and_stream_can_be_off(
+    server: FakeOpenAI,
+) -> None:
+    whole = completion({"role": "assistant", "content": "all at once"}, "stop")
+    server.add(Reply(body=whole, stream=False), text("plain"))
+    assert chat(client(server.url)) == "all at once"
+    assert server.requests[0].json()["stream"] is True
+    assert chat(client(server.url, stream=False)) == "plain"
+    assert "stream" not in server.requests[1].json()
+
+
+def test_retry_after_on_429_is_honoured_for_a_streamed_request(server: FakeOpenAI) -> None:
+    sleeps = Sleeps()
+    server.add(error(429, "slow down", retry_after="2"), text("Streamed after the wait."))
+    heard: list[str] = []
+    llm = client(server.url, sleeps)
+    reply = asyncio.run(llm.chat([{"role": "user", "content": "hi"}], on_text=heard.append))
+    assert reply.content == "Streamed after the wait." == "".join(heard)
+    assert sleeps.delays == [2.0] and all(r.json()["stream"] for r in server.requests)
+
+
+def test_streamed_text_passed_on_never_carries_the_key_or_a_tag(server: FakeOpenAI) -> None:
+    server.add(text(f"Your key is {KEY} and {HOSTILE} done."))
+    heard: list[str] = []
+    plan = asyncio.run(plan_and_run("q", EMPTY, [], client(server.url), on_text=heard.append))
+    streamed = "".join(heard)
+    assert streamed == plan.text
+    assert all(KEY[:10] not in piece for piece in heard)  # not even the start of it
+    assert KEY not in streamed and "***" in streamed
+    assert_inert(streamed)
+
+
+def test_a_listener_that_raises_does_not_break_the_answer(server: FakeOpenAI) -> None:
+    server.add(text("One two three four."))
+
+    def broken(piece: str) -> None:
+        raise RuntimeError("listener bug")
+
+    plan = asyncio.run(plan_and_run("q", EMPTY, [], client(server.url), on_text=broken))
+    assert plan.text == "One two three four."
 
 
 def test_an_unreachable_server_is_a_retryable_error() -> None:

@@ -9,6 +9,17 @@
   ``max_retry_after_s`` ends the request); anything else raises :class:`LlmError` at once. The
   reply body is read raw and checked here (size limit, shape), so a malformed or hostile reply
   is a clear error, never a crash.
+- Streaming (``LlmSettings.stream``, on by default): requests say ``stream: true`` and the reply
+  comes as server-sent events (``data: {chunk}`` lines, then ``data: [DONE]``), read through the
+  SDK's ``AsyncStream``. The chunks' text and tool-call pieces are assembled into the same
+  :class:`ChatReply`, under the same caps (``max_response_bytes`` counts the whole stream; the
+  planner stops reading an answer that has run past twice :data:`MAX_FINAL_CHARS`) and the same
+  deadline (a stream that stalls mid-way ends with a clear, retryable error). A stream that
+  ends without a ``finish_reason`` was cut and is retried; a server that ignores ``stream`` and
+  answers with one JSON body is read as before. The text can be passed on as it arrives
+  (``on_text`` of :func:`plan_and_run`): a word at a time, scrubbed and escaped like the final
+  answer; an attempt that has passed text on is not retried (the listener holds part of a reply
+  that will not finish).
 - :func:`plan_and_run` lets the model call the other tools: their JSON schemas go out as
   OpenAI ``tools``, each returned call has its arguments validated against the tool's schema
   before the tool runs (an invalid call is answered with the error, never run), results go back
@@ -124,6 +135,8 @@ _TOKENISH = re.compile(r"(?i)(bearer\s+)\S+|\bsk-[A-Za-z0-9_\-]{8,}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 SleepFn = Callable[[float], Awaitable[None]]
+#: ``on_text(piece)``: the next piece of a streamed reply's text.
+TextFn = Callable[[str], None]
 
 
 # --- errors and settings ----------------------------------------------------------------------
@@ -176,7 +189,9 @@ class LlmSettings:
         backoff_s: the first retry's delay; it doubles with each retry.
         max_backoff_s: the longest backoff delay.
         max_retry_after_s: a server asking to wait longer than this is not retried.
-        max_response_bytes: a reply body larger than this fails.
+        max_response_bytes: a reply body larger than this fails (a streamed reply: all its
+            chunks together).
+        stream: ask for the reply as a stream of server-sent events (see the module).
     """
 
     base_url: str
@@ -192,6 +207,7 @@ class LlmSettings:
     max_backoff_s: float = 8.0
     max_retry_after_s: float = 30.0
     max_response_bytes: int = 1 << 20
+    stream: bool = True
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
@@ -367,11 +383,16 @@ class LlmClient:
             yield _Session(self, sdk)
 
     async def chat(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] = ()
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] = (),
+        *,
+        on_text: TextFn | None = None,
+        max_chars: int | None = None,
     ) -> ChatReply:
         """One chat-completions request (with retries); see :meth:`_Session.chat`."""
         async with self.session() as session:
-            return await session.chat(messages, tools)
+            return await session.chat(messages, tools, on_text=on_text, max_chars=max_chars)
 
     # --- internals used by _Session ---
 
@@ -386,15 +407,20 @@ class LlmClient:
             text = text.replace(self._key.reveal(), "***")
         return _TOKENISH.sub(lambda m: (m.group(1) or "sk-") + "***", text)
 
-    def _scrub_reply(self, reply: ChatReply) -> ChatReply:
-        """The reply without the key or anything secret-shaped: its text and every tool call's
-        name and arguments (replacements keep JSON valid: they hold no quote or backslash)."""
-
-        secrets = env_secrets()  # read once for the whole reply
+    def _scrubber(self) -> Callable[[str], str]:
+        """Text without the key or anything secret-shaped (the environment's secrets read once,
+        now; replacements keep JSON valid: they hold no quote or backslash)."""
+        secrets = env_secrets()
 
         def clean(text: str) -> str:
             return scrub(self._redact(clean_text(text)), secrets)
 
+        return clean
+
+    def _scrub_reply(self, reply: ChatReply) -> ChatReply:
+        """The reply without the key or anything secret-shaped: its text and every tool call's
+        name and arguments."""
+        clean = self._scrubber()  # the secrets are read once for the whole reply
         calls = tuple(
             ToolCall(call.id, clean(call.name), clean(call.arguments)) for call in reply.tool_calls
         )
@@ -419,9 +445,22 @@ class _Session:
         self._sdk = sdk
 
     async def chat(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] = ()
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] = (),
+        *,
+        on_text: TextFn | None = None,
+        max_chars: int | None = None,
     ) -> ChatReply:
         """Send the conversation (and the function definitions) and return the first choice.
+
+        Args:
+            messages: the conversation.
+            tools: the function definitions the model may call.
+            on_text: with a streamed reply, called with its text as it arrives (a word at a
+                time, scrubbed, tags escaped); an attempt that has called it is not retried.
+            max_chars: with a streamed reply, stop reading once its text is longer than this
+                (the reply is returned cut, ``finish_reason`` ``"length"``).
 
         Raises:
             LlmError: when the request failed for good (after retries, for retryable causes).
@@ -439,13 +478,22 @@ class _Session:
             body["tool_choice"] = "auto"
         if settings.max_tokens is not None:
             body["max_tokens"] = settings.max_tokens
+        if settings.stream:
+            body["stream"] = True
         attempts = settings.max_retries + 1
         for attempt in range(attempts):
+            relay = _TextRelay(on_text, client._scrubber()) if on_text is not None else None
             try:
-                return client._scrub_reply(await self._attempt(body))
+                return client._scrub_reply(await self._attempt(body, relay, max_chars))
             except LlmError as exc:
                 if not exc.retryable or attempt + 1 >= attempts:
                     raise
+                if relay is not None and relay.passed_on:
+                    raise LlmError(
+                        f"{exc} (after part of the reply was passed on)",
+                        retryable=False,
+                        status=exc.status,
+                    ) from None
                 delay = client._delay(attempt, exc)
                 if delay is None:
                     raise LlmError(
@@ -464,22 +512,30 @@ class _Session:
                 await client._sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _attempt(self, body: Mapping[str, Any]) -> ChatReply:
+    async def _attempt(
+        self, body: Mapping[str, Any], relay: _TextRelay | None, max_chars: int | None
+    ) -> ChatReply:
         settings = self._client.settings
         host = _host(settings.base_url)
         started = time.perf_counter()
+        read = _Read()
         try:
-            response = await asyncio.wait_for(
-                self._sdk.chat.completions.with_raw_response.create(**body),
-                settings.request_timeout_s,
+            reply = await asyncio.wait_for(
+                self._exchange(body, read, relay, max_chars), settings.request_timeout_s
             )
-            status, raw = response.status_code, response.content
-        except asyncio.TimeoutError:
+        except (asyncio.TimeoutError, openai.APITimeoutError) as exc:
+            if read.chunks:
+                raise LlmError(
+                    f"the reply stream from {host} stalled after {read.chunks} chunks: no "
+                    f"complete reply within {settings.request_timeout_s:g} s",
+                    retryable=True,
+                    status=read.status,
+                ) from None
+            if isinstance(exc, openai.APITimeoutError):
+                raise LlmError(f"timed out talking to {host}", retryable=True) from None
             raise LlmError(
                 f"no reply from {host} within {settings.request_timeout_s:g} s", retryable=True
             ) from None
-        except openai.APITimeoutError:
-            raise LlmError(f"timed out talking to {host}", retryable=True) from None
         except openai.APIStatusError as exc:
             status = exc.status_code
             message = f"HTTP {status} from {host}"
@@ -498,20 +554,222 @@ class _Session:
                 raise LlmError(str(cause), retryable=False, status=cause.status) from None
             detail = self._client._redact(_short(str(cause or exc) or type(exc).__name__))
             kind = type(cause or exc).__name__
+            if read.chunks:
+                raise LlmError(
+                    f"the reply stream from {host} was cut after {read.chunks} chunks "
+                    f"({kind}: {detail})",
+                    retryable=True,
+                    status=read.status,
+                ) from None
             raise LlmError(f"cannot reach {host} ({kind}: {detail})", retryable=True) from None
+        except openai.APIError as exc:  # an error event inside a stream
+            detail = self._client._redact(_short(str(exc.message)))
+            raise LlmError(
+                f"the reply stream from {host} reported an error: {detail}",
+                retryable=False,
+                status=read.status,
+            ) from None
         except _TooLarge as exc:
             raise LlmError(str(exc), retryable=False, status=exc.status) from None
+        except LlmError as exc:  # the reply is not a chat completion
+            message = self._client._redact(str(exc))
+            raise LlmError(message, retryable=exc.retryable, status=read.status) from None
         log.debug(
-            "llm: POST %s -> %d (%d bytes, %.0f ms)",
+            "llm: POST %s -> %d (%d bytes%s, %.0f ms)",
             settings.url,
-            status,
-            len(raw),
+            read.status,
+            read.size,
+            f", {read.chunks} chunks" if read.chunks else "",
             (time.perf_counter() - started) * 1000,
         )
-        try:
+        return reply
+
+    async def _exchange(
+        self,
+        body: Mapping[str, Any],
+        read: _Read,
+        relay: _TextRelay | None,
+        max_chars: int | None,
+    ) -> ChatReply:
+        """One request and its reply, whole or streamed (``read`` says how far it got)."""
+        completions = self._sdk.chat.completions.with_raw_response
+        if not body.get("stream"):
+            response = await completions.create(**body)
+            read.status, raw = response.status_code, response.content
+            read.size = len(raw)
             return _parse_reply(raw)
-        except LlmError as exc:
-            raise LlmError(self._client._redact(str(exc)), retryable=False, status=status) from None
+        streamed = await completions.create(**body)
+        http = streamed.http_response
+        read.status = http.status_code
+        if "text/event-stream" not in http.headers.get("content-type", "").lower():
+            raw = await http.aread()  # the server ignored "stream" and answered at once
+            read.size = len(raw)
+            return _parse_reply(raw)
+        stream: openai.AsyncStream[object] = openai.AsyncStream(
+            cast_to=object, response=http, client=self._sdk
+        )
+        reply = _Assembler(max_chars)
+        try:
+            async for data in stream:
+                read.chunks += 1
+                piece = reply.add(data)
+                if piece and relay is not None:
+                    relay.feed(piece)
+                if reply.cut:
+                    break
+        except ValueError:  # an event whose data is not JSON
+            raise LlmError(
+                f"reply chunk {read.chunks + 1} of the stream is not JSON", retryable=False
+            ) from None
+        finally:
+            await stream.close()
+        read.size = http.num_bytes_downloaded
+        done = reply.reply()
+        if relay is not None:
+            relay.finish()
+        return done
+
+
+@dataclass
+class _Read:
+    """How far one attempt got: the status, bytes read, stream chunks read."""
+
+    status: int | None = None
+    size: int = 0
+    chunks: int = 0
+
+
+class _Assembler:
+    """A streamed reply's chunks (``chat.completion.chunk``) put back together."""
+
+    def __init__(self, max_chars: int | None) -> None:
+        self._max_chars = max_chars
+        self._content: list[str] | None = None
+        self._length = 0
+        self._calls: dict[int, dict[str, str]] = {}
+        self._finish: str | None = None
+        #: the text ran past ``max_chars``: stop reading
+        self.cut = False
+
+    def add(self, data: object) -> str:
+        """Take one chunk; returns its new text. Raises LlmError for a chunk of the wrong shape."""
+        if not isinstance(data, dict):
+            raise LlmError(
+                f"a reply chunk is JSON but not an object ({type(data).__name__})",
+                retryable=False,
+            )
+        choices = data.get("choices")
+        if not choices:  # a usage chunk, or a keep-alive
+            return ""
+        if not isinstance(choices, list) or not isinstance(choices[0], dict):
+            raise LlmError("a reply chunk has no usable choice", retryable=False)
+        choice = choices[0]
+        delta = choice.get("delta") or {}
+        if not isinstance(delta, dict):
+            raise LlmError("a reply chunk's delta is not an object", retryable=False)
+        piece = delta.get("content")
+        if piece is not None and not isinstance(piece, str):
+            piece = json.dumps(piece)
+        if piece is not None:
+            self._content = self._content or []
+            self._content.append(piece)
+            self._length += len(piece)
+        self._add_calls(delta.get("tool_calls") or [])
+        finish = choice.get("finish_reason")
+        if isinstance(finish, str) and finish:
+            self._finish = finish
+        if self._max_chars is not None and self._length > self._max_chars:
+            self.cut = True
+        return piece or ""
+
+    def _add_calls(self, calls: object) -> None:
+        if not isinstance(calls, list):
+            raise LlmError("a reply chunk's tool_calls is not a list", retryable=False)
+        for position, call in enumerate(calls):
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(call, dict) or not isinstance(function, (dict, type(None))):
+                raise LlmError(
+                    f"tool call piece {position} of a chunk is malformed", retryable=False
+                )
+            index = call.get("index", position)
+            if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < 1024:
+                raise LlmError(
+                    f"tool call piece {position} of a chunk has no index", retryable=False
+                )
+            slot = self._calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+            if isinstance(call.get("id"), str) and not slot["id"]:
+                slot["id"] = call["id"]
+            function = function or {}
+            if isinstance(function.get("name"), str):
+                slot["name"] += function["name"]
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                slot["arguments"] += arguments
+            elif arguments is not None:
+                slot["arguments"] += json.dumps(arguments)
+
+    def reply(self) -> ChatReply:
+        """The whole reply. Raises LlmError when the stream ended before it was complete."""
+        if self._finish is None and not self.cut:
+            raise LlmError(
+                "the reply stream ended before the reply was complete (no finish_reason)",
+                retryable=True,
+            )
+        calls = []
+        for n, index in enumerate(sorted(self._calls)):
+            slot = self._calls[index]
+            if not slot["name"]:
+                raise LlmError(f"tool call {n} of the reply has no function name", retryable=False)
+            calls.append(ToolCall(slot["id"] or f"call_{n}", slot["name"], slot["arguments"]))
+        content = None if self._content is None else "".join(self._content)
+        if self.cut and content is not None and self._max_chars is not None:
+            content = content[: self._max_chars + 1]
+        return ChatReply(content, tuple(calls), "length" if self.cut else self._finish)
+
+
+class _TextRelay:
+    """Passes a streamed reply's text on as it arrives.
+
+    Text goes out up to its last whitespace only, so a key, a secret-shaped token or a tag split
+    across chunks is whole before it is scrubbed and escaped; the rest when the reply is done.
+    What goes out is always a continuation of what went out before (a piece that would rewrite
+    earlier text waits). A listener that raises is logged and told nothing more.
+    """
+
+    def __init__(self, on_text: TextFn, clean: Callable[[str], str]) -> None:
+        self._on_text: TextFn | None = on_text
+        self._clean = clean
+        self._raw: list[str] = []
+        self._sent = ""
+        #: some text has gone out (the attempt must not be retried)
+        self.passed_on = False
+
+    def feed(self, piece: str) -> None:
+        """One chunk's raw text."""
+        self._raw.append(piece)
+        if not any(c.isspace() for c in piece):
+            return
+        text = "".join(self._raw)
+        cut = max(text.rfind(c) for c in " \n\t")
+        self._send(text[: cut + 1])
+
+    def finish(self) -> None:
+        """The reply is complete: the rest of its text."""
+        self._send("".join(self._raw))
+
+    def _send(self, raw: str) -> None:
+        if self._on_text is None:
+            return
+        out = escape_tags(self._clean(raw))
+        if len(out) <= len(self._sent) or not out.startswith(self._sent):
+            return
+        piece, self._sent = out[len(self._sent) :], out
+        self.passed_on = True
+        try:
+            self._on_text(piece)
+        except Exception:
+            log.exception("llm: a streamed-text listener failed; it is told nothing more")
+            self._on_text = None
 
 
 class _TooLarge(Exception):
@@ -843,6 +1101,7 @@ async def plan_and_run(
     max_steps: int | None = None,
     *,
     system_prompt: str = PLANNER_PROMPT,
+    on_text: TextFn | None = None,
 ) -> PlanResult:
     """Answer ``query`` with the model, letting it call ``tools``; at most ``max_steps`` requests.
 
@@ -853,6 +1112,9 @@ async def plan_and_run(
         client: the chat-completions client.
         max_steps: model requests allowed (default: the client's ``max_steps``).
         system_prompt: the planner's instructions.
+        on_text: called with the model's text as it streams in (a word at a time, scrubbed and
+            escaped; words it says before calling a tool too); :attr:`PlanResult.text` is the
+            answer that counts (capped, stripped).
 
     Returns:
         The final text and a record of the tool calls.
@@ -876,7 +1138,9 @@ async def plan_and_run(
     try:
         async with client.session() as session:
             for step in range(1, steps_allowed + 1):
-                reply = await session.chat(messages, specs)
+                reply = await session.chat(
+                    messages, specs, on_text=on_text, max_chars=2 * MAX_FINAL_CHARS
+                )
                 if not reply.tool_calls:
                     text = safe_text(reply.content or "", MAX_FINAL_CHARS).strip()
                     if not text:
