@@ -168,6 +168,11 @@ def test_the_summary_latencies_are_the_evaluations(tmp_path: Path) -> None:
     assert "stop latency (onset -> assistant silent) p50 0.80 s" in text
     assert "FDB double talk p50 0.50 s" in text
     assert "[judge:" not in text  # no judge asked for
+    assert "warning" not in text
+
+    session.unit_lag_s = 1.0  # a frontend that did not hear the first second
+    lines = demo.summary_lines(session, events, demo.DemoOptions(out=tmp_path), 1.0, metrics)
+    assert "warning: the frontend reported its units 1.00 s after their audio" in lines[1]
 
 
 def test_session_events_need_their_fields(tmp_path: Path) -> None:

@@ -67,6 +67,8 @@ LISTENERS = ("frontend_node", "recorder_node")
 #: Once the demo sees every listener subscribed: time for the microphone's process (up since the
 #: start, so its discovery of the other processes is long done) to match the newest of them.
 MATCH_SETTLE_S = 0.5
+#: A median delay from a unit's audio to the frontend's record of it above this is reported.
+LATE_UNITS_S = 0.5
 
 
 def _say(message: str) -> None:
@@ -459,6 +461,9 @@ class Session:
         units: unit index -> (start, end) on the mic clock.
         played: (start, end, unit) of every stretch of assistant audio that was played.
         task_status: (t_mic, task_id, tool, state, message) from ``task_status``.
+        unit_lag_s: median time from the end of a unit's audio on the microphone to the
+            frontend's record of it (its compute, plus any audio it did not get: a frontend
+            that missed the first second of the recording reports every unit a second late).
     """
 
     user: np.ndarray
@@ -467,6 +472,7 @@ class Session:
     units: dict[int, tuple[float, float]] = field(default_factory=dict)
     played: list[tuple[float, float, int]] = field(default_factory=list)
     task_status: list[tuple[float, str, str, str, str]] = field(default_factory=list)
+    unit_lag_s: float | None = None
 
     @property
     def duration(self) -> float:
@@ -534,17 +540,20 @@ def load_session(bag: Path) -> Session:
     session = Session(user, np.zeros(0, dtype=np.float32))
 
     records: list[tuple[float, str, dict[str, Any]]] = []
+    lags = []
     for log_t, msg in raw_records:
         payload = json.loads(msg.payload_json or "{}")
         if msg.kind == "user_audio":
             start = payload["start_sample"] / RATE
             session.units[int(payload["unit"])] = (start, start + payload["samples"] / RATE)
+            lags.append(log_t - log_offset - (start + payload["samples"] / RATE))
         records.append((log_t - log_offset, msg.kind, payload))
     for i, (_, kind, payload) in enumerate(records):  # unit records: at the unit's boundary
         unit = payload.get("unit")
         if isinstance(unit, int) and unit in session.units and kind != "user_audio":
             records[i] = (session.units[unit][1], kind, payload)
     session.records = records
+    session.unit_lag_s = float(np.median(lags)) if lags else None
     session.task_status = [
         (log_t - log_offset, m.task_id, m.tool, m.state, m.message) for log_t, m in status
     ]
@@ -863,6 +872,11 @@ def summary_lines(
     lines = [
         f"venus-ros demo: {session.duration:.1f} s session from {source}; wall time {wall_s:.0f} s",
     ]
+    if session.unit_lag_s is not None and session.unit_lag_s > LATE_UNITS_S:
+        lines.append(
+            f"warning: the frontend reported its units {session.unit_lag_s:.2f} s after their "
+            "audio (median): it missed the start of the recording or fell behind"
+        )
     fallbacks = [p for _, k, p in session.records if k == "frontend_error"]
     if fallbacks:
         lines.append(f"frontend errors: {len(fallbacks)}")
