@@ -223,15 +223,17 @@ def test_decisions_are_deterministic(request_audio: np.ndarray) -> None:
     assert trace(frontends[0]) == first  # the same frontend again: prepare() starts over
 
 
-def test_substeps_observe_growing_prefixes_and_act_on_the_boundary(
+def test_substeps_observe_growing_prefixes_and_stop_at_the_substep(
     request_audio: np.ndarray,
 ) -> None:
     audio = place(6.0, (INTERRUPT_AT, request_audio))
     plain = PolicyFrontend(VadBargeIn(), asr=False)
     fine = PolicyFrontend(VadBargeIn(), asr=False, substeps=4, record_observations=True)
+    runs = {}
     for frontend in (plain, fine):
         frontend.schedule_turns([(STORY_AT, STORY)])
-        run(frontend, audio)
+        runs[frontend] = run(frontend, audio)
+    # The same decisions at every boundary: the sub-step stop is the boundary's yield, earlier.
     assert fine.steps == plain.steps
     assert len(fine.observations) == 4 * len(fine.steps)
     unit3 = [o for o in fine.observations if o.unit_index == 3]
@@ -240,14 +242,32 @@ def test_substeps_observe_growing_prefixes_and_act_on_the_boundary(
     assert len(unit3[-1].vad_probs) in (31, 32)
     assert unit3[-1].t == pytest.approx(boundary_s(3))
     assert unit3[0].overlap_s == 0.0 < unit3[-1].overlap_s  # the user starts at 3.3 s
-    # What the policy saw at the boundary where it yielded.
-    seen = unit3[-1]
-    assert seen.assistant_speaking and seen.forced_turn and all(seen.assistant_frames)
-    assert seen.assistant_spoken_s == pytest.approx(3.0, abs=0.01)  # units 0-2: 1 s each
-    assert seen.assistant_remaining_s > 2.0
-    assert seen.user_speech_s == seen.overlap_s == seen.turn_overlap_s > 0
-    assert seen.trailing_silence_s < 2 * FRAME_S and seen.user_speech_db > -40.0
-    assert max(seen.vad_probs) > 0.9 and seen.user_turn_speech_s == seen.user_speech_s
+    # The policy yielded at the first sub-step with enough overlap: the turn stopped there...
+    (stop,) = [o for o in unit3 if o.assistant_speaking and o.overlap_s >= 2 * FRAME_S]
+    assert stop.substep < 3 and stop.forced_turn
+    assert stop.assistant_spoken_s == pytest.approx(stop.t - boundary_s(0), abs=0.01)
+    assert stop.user_speech_s == stop.overlap_s == stop.turn_overlap_s > 0
+    assert max(stop.vad_probs) > 0.9 and stop.user_turn_speech_s == stop.user_speech_s
+    after = [o for o in unit3 if o.substep > stop.substep]
+    assert after and not any(o.assistant_speaking for o in after)
+    assert not any(after[-1].assistant_frames[-5:])  # the speaker stopped at the sub-step
+    # ...the speaker was flushed then, and the played audio ends there.
+    (session_plain, view_plain), (session_fine, view_fine) = runs[plain], runs[fine]
+    (late,) = view_plain.of_kind(Kind.FLUSH)
+    (early,) = view_fine.of_kind(Kind.FLUSH)
+    assert late.t == pytest.approx(boundary_s(3)) and late.payload == {"unit": 3, "turn": 1}
+    assert early.payload["early"] and early.payload["unit"] == 3
+    assert early.t == pytest.approx(stop.t, abs=0.025) and early.t < late.t - 0.2
+    for session, flush in ((session_plain, late), (session_fine, early)):
+        end = max(
+            t + len(a) / session.playback.sample_rate for t, a in session.playback.played_audio
+        )
+        assert end == pytest.approx(flush.t, abs=1e-3)
+    results = session_fine.results
+    assert results[3].early_flush and not results[3].flush and results[3].end_of_turn
+    # Heard: what played up to the early flush, a strict prefix of what the late one heard.
+    heard_fine, heard_plain = session_fine.loop.heard_text(1), session_plain.loop.heard_text(1)
+    assert STORY.startswith(heard_fine) and len(heard_fine) < len(heard_plain)
 
 
 class FailsOnce(VadBargeIn):

@@ -59,9 +59,18 @@ import numpy as np
 
 from venus_ros.core.frontend import Decision, Frontend, FrontendError, UnitOutput
 from venus_ros.core.protocol import escape_tags
-from venus_ros.core.units import InputUnit
+from venus_ros.core.units import InputUnit, PartialUnit
 from venus_ros.frontends.cascade.state import SessionState
 from venus_ros.frontends.cascade.turns import Turn, TurnPlayer
+from venus_ros.frontends.perception import (
+    FRAME_S,
+    SAMPLE_RATE,
+    FloorObservation,
+    Perception,
+    UnitAccount,
+    frame_pitch_hz,
+    substep_cuts,
+)
 from venus_ros.text.speech import to_speech
 
 if TYPE_CHECKING:
@@ -91,15 +100,6 @@ __all__ = [
     "speakable",
 ]
 
-SAMPLE_RATE = 16000
-"""Rate of the user channel, in Hz."""
-FRAME_SAMPLES = 512
-"""Samples per VAD frame (Silero's 32 ms at 16 kHz)."""
-FRAME_S = FRAME_SAMPLES / SAMPLE_RATE
-"""Length of one VAD frame, in seconds (0.032)."""
-SILENCE_DB = -120.0
-"""Energy reported where there is none to measure (no frame, digital silence)."""
-
 CHECK_PHRASE = "Let me check."
 """What the assistant says when it delegates a request."""
 ACKNOWLEDGEMENTS = ("Okay.", "Sure.", "I see.", "Got it.", "Alright.")
@@ -127,89 +127,6 @@ class FloorAction(str, enum.Enum):
     START_SPEAKING = "start_speaking"
     KEEP_SPEAKING = "keep_speaking"
     YIELD = "yield"
-
-
-@dataclass(frozen=True)
-class FloorObservation:
-    """What the floor policy knows at one step: the unit so far and the conversation state.
-
-    A unit is observed in ``substeps`` equal pieces (one by default); the observation of
-    piece ``k`` covers the unit from its start to the end of that piece, and the last one
-    (``is_boundary``) covers the whole unit: the frontend acts on the policy's answer to it.
-
-    Per-frame fields cover the 32 ms VAD frames completed in this unit so far, in order, the
-    first starting at ``frames_start_s``. A frame belongs to the unit whose audio completed it.
-
-    Attributes:
-        unit_index: The unit's index.
-        substep: Which piece of the unit this is, ``0 .. substeps - 1``.
-        substeps: Pieces per unit.
-        t: Session time at the end of the audio taken in so far (the boundary, at the last
-            substep), in seconds.
-        frames_start_s: Session time of the first frame's start (``t`` when there is none).
-        frames_end_s: Session time of the newest frame's end: how far the VAD has heard
-            (echo cancellation and framing make it lag ``t`` by up to ~50 ms).
-        vad_probs: Silero speech probability per frame of the (echo-cancelled) user channel.
-        frame_db: Energy of each frame, dBFS (mean square, floor ``SILENCE_DB``).
-        assistant_frames: Per frame, whether the assistant's own audio was playing then (from
-            the frontend's playback schedule; with ``end_of_turn`` a finished turn's last audio
-            still plays into the next unit).
-        vad_threshold: Probability at or above which a frame counts as user speech.
-        user_speech_s: User speech in the unit so far (voiced frames x 32 ms).
-        user_speech_db: Mean energy of those voiced frames, dBFS (``SILENCE_DB`` if none).
-        overlap_s: User speech in the unit so far while the assistant's audio was playing.
-        trailing_silence_s: Time from the end of the user's last voiced frame to
-            ``frames_end_s`` (from the session start if the user has not spoken).
-        user_speaking: The VAD's own hysteresis state (a ``start`` without its ``end`` yet:
-            speech continues through short pauses; ends need 300 ms of silence).
-        user_turn_speech_s: User speech since the assistant last took the floor (or since the
-            session start): what a response would answer.
-        user_text: Final transcripts of that speech, joined (empty without ASR).
-        transcript: Partial transcript of the utterance in progress (only with
-            ``asr_partials``; empty otherwise).
-        assistant_speaking: The assistant holds the floor (a turn started and not ended at an
-            earlier boundary).
-        forced_turn: That turn was scheduled (:meth:`PolicyFrontend.schedule_turns`).
-        assistant_spoken_s: Seconds of that turn's audio played by ``t``.
-        assistant_remaining_s: Seconds of that turn's audio not played by ``t`` (the whole
-            turn is synthesised when it starts, so this is exact).
-        turn_overlap_s: User speech while the assistant's audio played, since the turn began.
-        backend_pending: Backend replies received and not yet spoken.
-        frame_f0: Per frame, the user channel's pitch estimate in Hz (autocorrelation,
-            60-400 Hz; 0.0 where the frame is unvoiced or no periodicity was found). Empty
-            where an observation is built by hand without it.
-    """
-
-    unit_index: int
-    substep: int
-    substeps: int
-    t: float
-    frames_start_s: float
-    frames_end_s: float
-    vad_probs: tuple[float, ...]
-    frame_db: tuple[float, ...]
-    assistant_frames: tuple[bool, ...]
-    vad_threshold: float
-    user_speech_s: float
-    user_speech_db: float
-    overlap_s: float
-    trailing_silence_s: float
-    user_speaking: bool
-    user_turn_speech_s: float
-    user_text: str
-    transcript: str
-    assistant_speaking: bool
-    forced_turn: bool
-    assistant_spoken_s: float
-    assistant_remaining_s: float
-    turn_overlap_s: float
-    backend_pending: int
-    frame_f0: tuple[float, ...] = ()
-
-    @property
-    def is_boundary(self) -> bool:
-        """Whether this is the unit's last piece, the one the frontend acts on."""
-        return self.substep == self.substeps - 1
 
 
 class FloorPolicy(abc.ABC):
@@ -505,6 +422,36 @@ def _give_back(key: tuple[Any, ...], model: Any) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclass
+class _Hearing:
+    """The unit in progress as taken in so far (by :meth:`PolicyFrontend.hear`, then
+    :meth:`PolicyFrontend.prefill`).
+
+    Attributes:
+        start: Its first microphone sample.
+        length: Its length in samples.
+        cuts: Its sub-step cut points (:func:`~venus_ros.frontends.perception.substep_cuts`).
+        audio: Its samples (the first ``filled`` are real).
+        texts_before: Final transcripts the session had when the unit began.
+        filled: Samples heard.
+        done: Sub-steps taken in, observed and decided.
+        acc: The frames accounted so far.
+        wall: Wall-clock seconds spent hearing it.
+        broken: Hearing it failed (its prefill fails too).
+    """
+
+    start: int
+    length: int
+    cuts: list[int]
+    audio: np.ndarray
+    texts_before: int
+    filled: int = 0
+    done: int = 0
+    acc: UnitAccount = field(default_factory=UnitAccount)
+    wall: float = 0.0
+    broken: bool = False
+
+
 @dataclass(frozen=True)
 class FloorStep:
     """What the frontend did at one boundary (for tests, reports and debugging).
@@ -525,18 +472,6 @@ class FloorStep:
     end_of_turn: bool
     started: str = ""
     yielded: bool = False
-
-
-@dataclass
-class _UnitAcc:
-    probs: list[float]
-    dbs: list[float]
-    playing: list[bool]
-    f0: list[float] = field(default_factory=list)
-    speech: int = 0
-    speech_energy: float = 0.0
-    overlap: int = 0
-    frames_start: float | None = None
 
 
 class PolicyFrontend(Frontend):
@@ -631,7 +566,13 @@ class PolicyFrontend(Frontend):
 
             recogniser: WhisperAsr = _shared(("asr", asr_model), lambda: _warm_asr(asr_model))
             self._transcriber = SegmentTranscriber(recogniser)
-        self._latency = self._aec.latency_samples if self._aec is not None else 0
+        self._perception = Perception(
+            self._vad,
+            self._aec,
+            self._transcriber,
+            vad_threshold=self.vad_threshold,
+            asr_partials=self.asr_partials,
+        )
         self._schedule: tuple[tuple[float, str], ...] = ()
         self.prepare()
 
@@ -673,15 +614,13 @@ class PolicyFrontend(Frontend):
 
     def prepare(self, system_prompt: str = "", ref_audio: np.ndarray | None = None) -> None:
         """Start a session: stream state, policy, responder reset; the schedule is kept."""
-        self._vad.reset()
-        if self._aec is not None:
-            self._aec.reset()
-        if self._transcriber is not None:
-            self._transcriber.reset()
         self.policy.reset()
         self.responder.reset()
         #: Everything this session has seen and done (replaced by every ``prepare``).
         self.state = SessionState(action=FloorAction.KEEP_LISTENING)
+        self._perception.bind(self.state)
+        self._hearing: _Hearing | None = None
+        self._stop_pending = False
 
     def schedule_turns(self, turns: Sequence[tuple[float, str]]) -> None:
         """Make the assistant speak ``text`` from the first boundary at or after ``start``.
@@ -736,8 +675,109 @@ class PolicyFrontend(Frontend):
         self._schedule = tuple(parsed)
         self.state.next_scheduled = 0
 
+    #: Sub-step observations are taken as the unit's audio arrives (:meth:`hear`).
+    hears_audio = True
+
+    def hear(self, piece: PartialUnit) -> bool:
+        """Take in the unit in progress as its audio arrives, one whole sub-step at a time.
+
+        Each sub-step completed (except the unit's last, the boundary's) is run through
+        perception, observed and given to the policy, exactly as :meth:`prefill` would have
+        done with the whole unit; a ``YIELD`` there while the assistant speaks stops the turn
+        at the sub-step's end (True: the caller flushes the speaker now, and the boundary
+        yields). If it raises, the unit's ``prefill`` fails too (the loop then ends the turn
+        and the streams restart).
+        """
+        started = time.perf_counter()
+        hearing = self._hearing
+        if hearing is not None and hearing.broken and hearing.start == piece.start_sample:
+            return False
+        try:
+            return self._hear(piece)
+        except Exception:
+            if self._hearing is not None:
+                self._hearing.broken = True
+            raise
+        finally:
+            if self._hearing is not None:
+                self._hearing.wall += time.perf_counter() - started
+
+    def _hear(self, piece: PartialUnit) -> bool:
+        if piece.sample_rate != SAMPLE_RATE:
+            raise FrontendError(f"policy frontend: audio must be {SAMPLE_RATE} Hz mono")
+        hearing = self._hearing
+        if hearing is None or hearing.start != piece.start_sample:
+            # (a unit heard in part and never prefilled was dropped: its streams just skip on)
+            hearing = self._hearing = self._open_unit(piece.start_sample, piece.length)
+        if piece.length != hearing.length:
+            raise FrontendError(
+                f"policy frontend: unit {piece.index} changed length "
+                f"({hearing.length} -> {piece.length})"
+            )
+        if piece.end <= hearing.filled:
+            return False
+        if piece.offset > hearing.filled:
+            raise FrontendError(
+                f"policy frontend: unit {piece.index} heard with a gap "
+                f"(samples {hearing.filled}..{piece.offset} missing)"
+            )
+        skip = hearing.filled - piece.offset
+        hearing.audio[hearing.filled : piece.end] = piece.audio[skip:]
+        hearing.filled = piece.end
+        stopped = False
+        last = self.substeps - 1
+        while hearing.done < last and hearing.filled >= hearing.cuts[hearing.done + 1]:
+            stopped |= self._substep(hearing, piece.index)
+        return stopped
+
+    def _open_unit(self, start: int, length: int) -> _Hearing:
+        """Begin taking in the unit that starts at mic sample ``start``."""
+        gap = start - self.state.mic_pos
+        if gap < 0:
+            raise FrontendError(
+                f"policy frontend: a unit starts at sample {start}, before the end of the "
+                f"previous one ({self.state.mic_pos})"
+            )
+        self.state.offset += gap  # dropped units: the streams skip them, the mic timeline does not
+        self.state.mic_pos = start
+        self.state.units_seen += 1
+        return _Hearing(
+            start=start,
+            length=length,
+            cuts=substep_cuts(length, self.substeps),
+            audio=np.zeros(length, dtype=np.float32),
+            texts_before=len(self.state.user_texts),
+        )
+
+    def _substep(self, hearing: _Hearing, unit_index: int) -> bool:
+        """Take in, observe and decide sub-step ``hearing.done``; True if it stopped the turn."""
+        k = hearing.done
+        a, b = hearing.cuts[k], hearing.cuts[k + 1]
+        self._perception.take_in(hearing.audio[a:b], hearing.acc)
+        obs = self._perception.observe(unit_index, k, self.substeps, hearing.acc)
+        action = self.policy.decide(obs)
+        if not isinstance(action, FloorAction):
+            raise TypeError(
+                f"{type(self.policy).__name__}.decide returned {action!r}, not a FloorAction"
+            )
+        if self.record_observations:
+            self.state.observations.append(obs)
+        hearing.done += 1
+        self.state.last_obs = obs
+        self.state.action = action
+        stop = (
+            action is FloorAction.YIELD
+            and not obs.is_boundary
+            and self.state.turn is not None
+            and not self._stop_pending
+        )
+        if stop:  # the speaker stops now; the boundary yields
+            self._stop_pending = True
+            self._abandon_turn(hearing.start + b)
+        return stop
+
     def prefill(self, unit: InputUnit) -> None:
-        """Take in one unit: AEC, VAD, ASR per sub-step; observe; ask the policy.
+        """Take in one unit: AEC, VAD, ASR per sub-step not heard yet; observe; ask the policy.
 
         If it raises, the loop records the failure and ends the turn for the frontend (a
         yield); the frontend's own turn is ended with it and its audio streams restart at the
@@ -748,47 +788,44 @@ class PolicyFrontend(Frontend):
             self._prefill(unit)
         except Exception:
             boundary = unit.start_sample + unit.audio.size
+            self._hearing = None
+            self._stop_pending = False
             self._abandon_turn(boundary)
-            self._restart_streams(boundary)
+            self._perception.restart(boundary)
             raise
 
     def _prefill(self, unit: InputUnit) -> None:
         started = time.perf_counter()
         if unit.sample_rate != SAMPLE_RATE:
             raise FrontendError(f"policy frontend: units must be {SAMPLE_RATE} Hz mono")
-        gap = unit.start_sample - self.state.mic_pos
-        if gap < 0:
-            raise FrontendError(
-                f"policy frontend: unit {unit.index} starts at sample {unit.start_sample}, "
-                f"before the end of the previous one ({self.state.mic_pos})"
-            )
-        self.state.offset += gap  # dropped units: the streams skip them, the mic timeline does not
-        self.state.mic_pos = unit.start_sample
-        self.state.units_seen += 1
-        self.state.unit = unit
-        for text in unit.texts:
-            self.state.backend.extend(m.strip() for m in _BACKEND.findall(text) if m.strip())
+        hearing, self._hearing = self._hearing, None
         audio = np.asarray(unit.audio, dtype=np.float32)
-        texts_before = len(self.state.user_texts)
-        acc = _UnitAcc([], [], [])
-        cuts = np.linspace(0, audio.size, self.substeps + 1).round().astype(int)
-        for k in range(self.substeps):
-            self._take_in(audio[cuts[k] : cuts[k + 1]], acc)
-            obs = self._observe(unit, k, acc)
-            action = self.policy.decide(obs)
-            if not isinstance(action, FloorAction):
-                raise TypeError(
-                    f"{type(self.policy).__name__}.decide returned {action!r}, not a FloorAction"
+        if hearing is not None and hearing.start == unit.start_sample:
+            if hearing.broken:
+                raise FrontendError(f"policy frontend: unit {unit.index} failed while it was heard")
+            heard = hearing.filled
+            if hearing.length != audio.size or not np.array_equal(
+                hearing.audio[:heard], audio[:heard]
+            ):
+                raise FrontendError(
+                    f"policy frontend: unit {unit.index} differs from the audio heard of it"
                 )
-            if self.record_observations:
-                self.state.observations.append(obs)
-        self.state.last_obs = obs
-        self.state.action = action
-        if len(self.state.user_texts) > texts_before and self.state.turn is None:
+        else:
+            hearing = self._open_unit(unit.start_sample, audio.size)
+        hearing.audio = audio
+        self.state.unit = unit
+        while hearing.done < self.substeps:
+            if hearing.done == self.substeps - 1:  # texts come with the boundary
+                for text in unit.texts:
+                    self.state.backend.extend(
+                        m.strip() for m in _BACKEND.findall(text) if m.strip()
+                    )
+            self._substep(hearing, unit.index)
+        if len(self.state.user_texts) > hearing.texts_before and self.state.turn is None:
             request = self._request()
             if request is not None:
                 self.responder.prepare(request)
-        self.state.wall = time.perf_counter() - started
+        self.state.wall = hearing.wall + time.perf_counter() - started
 
     def generate(self) -> UnitOutput:
         """Act on the policy's answer: start, continue or yield a turn, or listen."""
@@ -807,8 +844,11 @@ class PolicyFrontend(Frontend):
         started = time.perf_counter()
         action = self.state.action
         began = ""
-        due = self._due_scheduled(boundary / SAMPLE_RATE)
-        if due is not None:
+        if self._stop_pending:  # stopped mid-unit: the turn ends here with its yield
+            self._stop_pending = False
+            action = FloorAction.YIELD  # what was acted on (the boundary's answer came later)
+            out = self._yield(boundary)
+        elif (due := self._due_scheduled(boundary / SAMPLE_RATE)) is not None:
             self._begin(due, forced=True, answers_user=True)
             began = "scheduled"
             out = self._emit(boundary, unit)
@@ -846,133 +886,6 @@ class PolicyFrontend(Frontend):
         """Give the pooled VAD and echo canceller back (the frontend is unusable after)."""
         for finalizer in self._finalizers:
             finalizer()
-
-    # -- perception ----------------------------------------------------------------------------
-
-    def _take_in(self, x: np.ndarray, acc: _UnitAcc) -> None:
-        """Run one piece of the unit through AEC, VAD and ASR; account its frames."""
-        y = self._aec.process(x) if self._aec is not None else x
-        events = self._vad.process(y)
-        if self._transcriber is not None:
-            for transcript in self._transcriber.feed(y, events):
-                if transcript.kind == "final" and transcript.text:
-                    self.state.user_texts.append(transcript.text)
-        self.state.mic_pos += x.size
-        buf = np.concatenate((self.state.frame_buf, y)) if self.state.frame_buf.size else y
-        count = buf.size // FRAME_SAMPLES
-        if not count:
-            self.state.frame_buf = buf.copy()
-            return
-        probs = self._vad.probabilities[-count:]
-        first = self.state.frames_done * FRAME_SAMPLES
-        if len(probs) != count or probs[0][0] != first:
-            raise FrontendError(
-                f"policy frontend: VAD frames out of step (expected {count} from sample {first}, "
-                f"got {[s for s, _ in probs[:2]]}...)"
-            )
-        frames = buf[: count * FRAME_SAMPLES].reshape(count, FRAME_SAMPLES)
-        power = np.mean(np.square(frames, dtype=np.float64), axis=1)
-        dbs = np.maximum(10.0 * np.log10(power + 1e-12), SILENCE_DB)
-        f0s = frame_pitch_hz(frames)
-        shift = self.state.offset - self._latency
-        for (start, p), db, f0 in zip(probs, dbs.tolist(), f0s.tolist(), strict=True):
-            begin = start + shift  # mic samples
-            end = begin + FRAME_SAMPLES
-            playing = self._playing(begin + FRAME_SAMPLES / 2)
-            voiced = p >= self.vad_threshold
-            if acc.frames_start is None:
-                acc.frames_start = begin
-            acc.probs.append(p)
-            acc.dbs.append(db)
-            acc.playing.append(playing)
-            acc.f0.append(f0 if voiced else 0.0)
-            if voiced:
-                acc.speech += 1
-                acc.speech_energy += 10.0 ** (db / 10.0)
-                self.state.last_voiced_end = end
-                self.state.user_turn_speech += 1
-                if self.state.user_turn_start is None:
-                    self.state.user_turn_start = begin
-                if playing:
-                    acc.overlap += 1
-                    if self.state.turn is not None:
-                        self.state.turn_overlap += 1
-            self.state.frames_end = end
-        self.state.frames_done += count
-        self.state.frame_buf = buf[count * FRAME_SAMPLES :].copy()
-
-    def _playing(self, mic_sample: float) -> bool:
-        while (
-            self.state.intervals
-            and self.state.intervals[0][1] < self.state.mic_pos - 4 * SAMPLE_RATE
-        ):
-            self.state.intervals.popleft()
-        return any(start <= mic_sample < end for start, end in self.state.intervals)
-
-    def _observe(self, unit: InputUnit, substep: int, acc: _UnitAcc) -> FloorObservation:
-        t = self.state.mic_pos / SAMPLE_RATE
-        frames_end = self.state.frames_end / SAMPLE_RATE
-        if self.state.last_voiced_end is None:
-            silence = max(frames_end, 0.0)
-        else:
-            silence = max(frames_end - self.state.last_voiced_end / SAMPLE_RATE, 0.0)
-        speech_db = (
-            max(10.0 * math.log10(acc.speech_energy / acc.speech + 1e-12), SILENCE_DB)
-            if acc.speech
-            else SILENCE_DB
-        )
-        transcript = ""
-        if self.asr_partials and self._transcriber is not None:
-            partial = self._transcriber.partial()
-            transcript = partial.text if partial is not None else ""
-        turn = self.state.turn
-        spoken = remaining = 0.0
-        if turn is not None:
-            played = sum(max(0.0, min(e, self.state.mic_pos) - s) for s, e in turn.intervals)
-            spoken = played / SAMPLE_RATE
-            remaining = max(turn.total16 - played, 0.0) / SAMPLE_RATE
-        return FloorObservation(
-            unit_index=unit.index,
-            substep=substep,
-            substeps=self.substeps,
-            t=t,
-            frames_start_s=(acc.frames_start / SAMPLE_RATE) if acc.frames_start is not None else t,
-            frames_end_s=frames_end,
-            vad_probs=tuple(acc.probs),
-            frame_db=tuple(acc.dbs),
-            assistant_frames=tuple(acc.playing),
-            vad_threshold=self.vad_threshold,
-            user_speech_s=acc.speech * FRAME_S,
-            user_speech_db=speech_db,
-            overlap_s=acc.overlap * FRAME_S,
-            trailing_silence_s=silence,
-            user_speaking=self._vad.speaking,
-            user_turn_speech_s=self.state.user_turn_speech * FRAME_S,
-            user_text=" ".join(self.state.user_texts),
-            transcript=transcript,
-            assistant_speaking=turn is not None,
-            forced_turn=turn is not None and turn.forced,
-            assistant_spoken_s=spoken,
-            assistant_remaining_s=remaining,
-            turn_overlap_s=self.state.turn_overlap * FRAME_S if turn is not None else 0.0,
-            backend_pending=len(self.state.backend),
-            frame_f0=tuple(acc.f0),
-        )
-
-    # -- acting --------------------------------------------------------------------------------
-
-    def _restart_streams(self, boundary: int) -> None:
-        """Start AEC, VAD and ASR over from mic sample ``boundary`` (after a failure)."""
-        self._vad.reset()
-        if self._aec is not None:
-            self._aec.reset()
-        if self._transcriber is not None:
-            self._transcriber.reset()
-        self.state.frame_buf = np.zeros(0, dtype=np.float32)
-        self.state.frames_done = 0
-        self.state.offset = boundary
-        self.state.mic_pos = boundary
-        self.state.ref_end = 0.0
 
     def _due_scheduled(self, boundary_s: float) -> str | None:
         due = None
@@ -1078,55 +991,6 @@ class PolicyFrontend(Frontend):
         if turn.source is not None:
             turn.source.cancel()
         self._heard(turn, interrupted=True)
-
-
-def frame_pitch_hz(
-    frames: np.ndarray,
-    rate: int = SAMPLE_RATE,
-    fmin: float = 60.0,
-    fmax: float = 400.0,
-    min_clarity: float = 0.3,
-) -> np.ndarray:
-    """Pitch of each frame (rows of ``frames``) by normalised autocorrelation, in Hz.
-
-    The autocorrelation (via FFT, normalised by overlap length) is searched between the lags
-    of ``fmax`` and ``fmin`` for the shortest-lag local peak within 85% of the highest one
-    (so sub-harmonics are not chosen); a frame whose peak is below ``min_clarity`` of the
-    zero-lag value (aperiodic or silent) gets 0.0.
-
-    Args:
-        frames: ``[n, length]`` float samples.
-        rate: Sample rate in Hz.
-        fmin: Lowest pitch searched, Hz.
-        fmax: Highest pitch searched, Hz.
-        min_clarity: Least normalised autocorrelation peak that counts as voiced.
-
-    Returns:
-        float64 ``[n]`` pitch in Hz (0.0 for unvoiced frames).
-    """
-    frames = np.asarray(frames, dtype=np.float64)
-    if frames.ndim != 2 or frames.shape[0] == 0:
-        return np.zeros(frames.shape[0] if frames.ndim == 2 else 0)
-    length = frames.shape[1]
-    lo = max(1, int(rate / fmax))
-    hi = min(length - 2, math.ceil(rate / fmin))
-    if hi <= lo:
-        return np.zeros(frames.shape[0])
-    x = frames - frames.mean(axis=1, keepdims=True)
-    spec = np.fft.rfft(x, n=2 * length, axis=1)
-    ac = np.fft.irfft(spec.real**2 + spec.imag**2, axis=1)[:, :length]
-    energy = ac[:, 0]
-    # unbiased: divide by the overlap length so long lags are not penalised
-    norm = ac[:, lo - 1 : hi + 2] / (length - np.arange(lo - 1, hi + 2)) * length
-    inner = norm[:, 1:-1]
-    local = (inner >= norm[:, :-2]) & (inner >= norm[:, 2:])
-    # the shortest lag whose local peak comes close to the best one (avoids sub-harmonics)
-    best = np.max(np.where(local, inner, -np.inf), axis=1, keepdims=True)
-    lag = np.argmax(local & (inner >= 0.85 * best), axis=1)
-    peak = inner[np.arange(len(lag)), lag]
-    clarity = np.where(energy > 1e-10, peak / np.maximum(energy, 1e-12), 0.0)
-    f0 = rate / (lag + lo)
-    return np.where(clarity >= min_clarity, f0, 0.0)
 
 
 def _warm_asr(model: str) -> WhisperAsr:

@@ -1,0 +1,215 @@
+"""Perception (AEC, VAD, ASR, frame accounting) alone, and sub-step observations as audio arrives.
+
+Real models: espeak-ng speech, Silero VAD, Whisper tiny.en with partial transcripts. The floor
+model consumes these observations, so the same audio must give the same observations and
+decisions whether a unit comes whole at its boundary or in pieces as it arrives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from speech import espeak_16k
+from test_policy_frontend import place
+
+from venus_ros.audio.vad import SileroVad
+from venus_ros.core.clock import FakeClock
+from venus_ros.core.duplex import DuplexLoop
+from venus_ros.core.session import run_offline
+from venus_ros.core.timeline import Kind, Timeline
+from venus_ros.core.units import InputUnit, PartialUnit, UnitAssembler
+from venus_ros.frontends.cascade.state import SessionState
+from venus_ros.frontends.perception import (
+    FRAME_S,
+    FRAME_SAMPLES,
+    Perception,
+    UnitAccount,
+    substep_cuts,
+)
+from venus_ros.frontends.policy import (
+    FloorAction,
+    FloorObservation,
+    FloorPolicy,
+    NeverYield,
+    PolicyFrontend,
+    VadBargeIn,
+)
+
+RATE = 16000
+STORY = (
+    "Here is a long story about a robot who lived in a small house by the sea. "
+    "Every morning it walked along the beach and counted the waves."
+)
+
+
+@pytest.fixture(scope="module")
+def interruption(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
+    return espeak_16k(
+        "Wait, stop, what time is it?", tmp_path_factory.mktemp("s") / "i.wav", "en-gb+f3"
+    )
+
+
+@pytest.fixture(scope="module")
+def backchannel(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
+    return espeak_16k("uh huh", tmp_path_factory.mktemp("s") / "b.wav", "en-gb+f3")
+
+
+# -- perception alone --------------------------------------------------------------------------
+
+
+def test_perception_accounts_frames_and_speech_whatever_the_piece_sizes(
+    interruption: np.ndarray,
+) -> None:
+    audio = place(2.0, (0.5, interruption))[:RATE]  # one second: silence, then speech
+
+    def observe(sizes: list[int]) -> FloorObservation:
+        perception = Perception(SileroVad())
+        state = SessionState(action=None)
+        state.intervals.append([0.0, 0.25 * RATE])  # the assistant played the first 250 ms
+        perception.bind(state)
+        acc, start = UnitAccount(), 0
+        for size in sizes:
+            perception.take_in(audio[start : start + size], acc)
+            start += size
+        assert start == audio.size
+        return perception.observe(0, 0, 1, acc)
+
+    whole = observe([audio.size])
+    assert len(whole.vad_probs) == audio.size // FRAME_SAMPLES == 31
+    assert whole.frames_start_s == 0.0 and whole.t == pytest.approx(1.0)
+    assert whole.frames_end_s == pytest.approx(31 * FRAME_S)
+    assert 0.2 < whole.user_speech_s < 0.5 and whole.user_speech_db > -40.0
+    assert whole.overlap_s == 0.0  # the speech began after the assistant's audio
+    assert sum(whole.assistant_frames) == round(0.25 / FRAME_S)
+    assert not any(whole.vad_probs[i] >= 0.5 for i in range(10))  # 320 ms of silence first
+    assert observe([1000, 7, 5000, 333, audio.size - 6340]) == whole
+
+
+def test_substep_cuts_split_a_unit_evenly_to_the_sample() -> None:
+    assert substep_cuts(16000, 5) == [0, 3200, 6400, 9600, 12800, 16000]
+    assert substep_cuts(16560, 5) == [0, 3312, 6624, 9936, 13248, 16560]
+    assert substep_cuts(16000, 1) == [0, 16000]
+
+
+# -- whole units vs. pieces as they arrive -----------------------------------------------------
+
+
+def units_of(audio: np.ndarray) -> list[InputUnit]:
+    assembler, units = UnitAssembler(), []
+    for start in range(0, audio.size, 320):
+        assembler.push_audio(audio[start : start + 320], RATE)
+        while (unit := assembler.pop_unit()) is not None:
+            units.append(unit)
+    return units
+
+
+def drive(frontend: PolicyFrontend, units: list[InputUnit], pieces: int) -> list[Any]:
+    """Step ``frontend`` through ``units``; with ``pieces`` > 1 each unit is first heard in that
+    many irregular pieces (cut off the sub-step points). Returns the loop's records."""
+    clock = FakeClock()
+    timeline = Timeline(clock)
+    loop = DuplexLoop(frontend, timeline, clock)
+    loop.prepare()
+    rng = np.random.default_rng(5)
+    for unit in units:
+        if pieces > 1:
+            cuts = np.sort(rng.choice(np.arange(1, unit.audio.size), pieces - 1, replace=False))
+            for a, b in zip([0, *cuts], [*cuts, unit.audio.size], strict=True):
+                loop.hear(
+                    PartialUnit(
+                        unit.index, unit.start_sample, unit.audio.size, int(a), unit.audio[a:b]
+                    )
+                )
+        loop.step(unit)
+    kinds = (Kind.DECISION, Kind.FLUSH, Kind.ASSISTANT_TEXT, Kind.PROTOCOL_ERROR)
+    drop = ("early", "at_sample")  # an early flush says so; a boundary one has no such keys
+    return sorted(
+        (r.kind.value, sorted((k, v) for k, v in r.payload.items() if k not in drop))
+        for r in timeline.snapshot().of_kind(*kinds)
+    )
+
+
+def fine(policy: FloorPolicy, **kwargs: Any) -> PolicyFrontend:
+    frontend = PolicyFrontend(policy, substeps=5, record_observations=True, **kwargs)
+    frontend.schedule_turns([(1.0, STORY)])
+    return frontend
+
+
+def test_a_unit_heard_in_five_pieces_gives_the_observations_and_decisions_of_the_whole(
+    interruption: np.ndarray,
+) -> None:
+    units = units_of(place(6.0, (3.3, interruption)))
+    whole = fine(VadBargeIn(), asr=True, asr_partials=True)
+    heard = fine(VadBargeIn(), asr=True, asr_partials=True)
+    records_whole = drive(whole, units, pieces=1)
+    records_heard = drive(heard, units, pieces=5)
+    assert heard.observations == whole.observations
+    assert len(whole.observations) == 5 * len(units)
+    assert heard.steps == whole.steps
+    assert records_heard == records_whole  # the same decisions and one flush, early or not
+    assert [k for k, _ in records_whole].count("flush") == 1
+    # The policy yielded at a sub-step of unit 3, and both stopped the turn there.
+    yields = [o for o in whole.observations if o.assistant_speaking and o.overlap_s >= 2 * FRAME_S]
+    assert [(o.unit_index, o.substep < 4) for o in yields] == [(3, True)]
+    assert any(o.transcript for o in whole.observations)  # partials ran at the sub-steps
+
+
+def test_the_session_path_hears_as_audio_arrives_and_stops_early(interruption: np.ndarray) -> None:
+    audio = place(6.0, (3.3, interruption))
+    whole, heard = fine(VadBargeIn(), asr=False), fine(VadBargeIn(), asr=False)
+    whole.hears_audio = False  # this one takes each unit whole at its boundary
+    sessions = [run_offline(audio, RATE, f, clock=FakeClock()) for f in (whole, heard)]
+    assert heard.observations == whole.observations and heard.steps == whole.steps
+    late, early = (s.timeline.snapshot().of_kind(Kind.FLUSH) for s in sessions)
+    assert [r.payload.get("early", False) for r in (*late, *early)] == [False, True]
+    (stop,) = [o for o in heard.observations if o.assistant_speaking and o.overlap_s >= 2 * FRAME_S]
+    assert early[0].t == pytest.approx(stop.t, abs=0.03) and early[0].t < late[0].t - 0.2
+    # Nothing plays from the early flush until the reply, at a later boundary.
+    rate = sessions[1].playback.sample_rate
+    spans = [(t, t + a.size / rate) for t, a in sessions[1].playback.played_audio]
+    before = [end for start, end in spans if start < early[0].t]
+    assert max(before) == pytest.approx(early[0].t, abs=1e-3)
+    assert all(start >= late[0].t - 1e-6 for start, _ in spans if start >= early[0].t)
+
+
+class KeepsThroughShortBursts(NeverYield):
+    """Yields only to overlapping speech that lasts a whole unit's worth of sub-steps."""
+
+    def decide(self, obs: FloorObservation) -> FloorAction:
+        if obs.assistant_speaking and obs.overlap_s >= 0.6:
+            return FloorAction.YIELD
+        return super().decide(obs)
+
+
+def test_a_short_backchannel_does_not_stop_a_policy_that_keeps_the_floor(
+    backchannel: np.ndarray,
+) -> None:
+    audio = place(6.0, (3.3, backchannel))
+    frontend = fine(KeepsThroughShortBursts(), asr=False)
+    session = run_offline(audio, RATE, frontend, clock=FakeClock())
+    assert any(o.overlap_s > 0 for o in frontend.observations)  # it was heard, over the turn
+    assert session.timeline.snapshot().of_kind(Kind.FLUSH) == []
+    assert not any(r.early_flush or r.flush for r in session.results)
+    assert STORY.startswith(session.loop.heard_text(1)) and len(session.loop.heard_text(1)) > 40
+
+
+def test_a_unit_that_differs_from_what_was_heard_fails_and_the_streams_restart() -> None:
+    units = units_of(np.zeros(4 * RATE, np.float32))
+    frontend = fine(NeverYield(), asr=False)
+    clock = FakeClock()
+    timeline = Timeline(clock)
+    loop = DuplexLoop(frontend, timeline, clock)
+    loop.prepare()
+    loop.step(units[0])
+    unit = units[1]
+    loop.hear(
+        PartialUnit(unit.index, unit.start_sample, unit.audio.size, 0, unit.audio[:5000] + 0.5)
+    )
+    loop.step(unit)
+    (error,) = timeline.snapshot().of_kind(Kind.FRONTEND_ERROR)
+    assert "differs from the audio heard" in error.payload["message"]
+    loop.step(units[2])  # the next unit is taken in from a fresh start
+    assert len(timeline.snapshot().of_kind(Kind.FRONTEND_ERROR)) == 1
+    assert frontend.observations[-1].unit_index == 2

@@ -1,0 +1,388 @@
+"""Perception of the user channel: echo cancellation, VAD, ASR and frame accounting.
+
+:class:`Perception` runs pieces of the microphone signal (16 kHz, the unit timeline) through the
+echo canceller (optional; the assistant's own output as reference), Silero VAD (one probability
+per 32 ms frame) and the segment transcriber (optional; final transcripts of the utterances the
+VAD cuts out, partial ones on request), accounts every completed frame (energy, pitch, whether
+the assistant's audio was playing, user speech and overlap) and summarises the unit so far as a
+:class:`FloorObservation` for the floor policy.
+
+It holds the stream models (each frontend borrows its own VAD and echo canceller) and works on
+the frontend's one per-session state object (:class:`~venus_ros.frontends.cascade.state.
+SessionState`: positions, frame counters, the user's turn, the assistant's playback schedule),
+which :meth:`Perception.bind` attaches after every ``prepare``. The same pieces in the same
+order always give the same observations: a frontend that hears a unit as its audio arrives and
+one that takes the unit whole at its boundary cut it at the same sub-step points.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from venus_ros.core.frontend import FrontendError
+
+if TYPE_CHECKING:
+    from venus_ros.audio.aec import EchoCanceller
+    from venus_ros.audio.asr import SegmentTranscriber
+    from venus_ros.audio.vad import SileroVad
+    from venus_ros.frontends.cascade.state import SessionState
+
+__all__ = [
+    "FRAME_S",
+    "FRAME_SAMPLES",
+    "SAMPLE_RATE",
+    "SILENCE_DB",
+    "FloorObservation",
+    "Perception",
+    "PerceptionError",
+    "UnitAccount",
+    "frame_pitch_hz",
+    "substep_cuts",
+]
+
+SAMPLE_RATE = 16000
+"""Rate of the user channel, in Hz."""
+FRAME_SAMPLES = 512
+"""Samples per VAD frame (Silero's 32 ms at 16 kHz)."""
+FRAME_S = FRAME_SAMPLES / SAMPLE_RATE
+"""Length of one VAD frame, in seconds (0.032)."""
+SILENCE_DB = -120.0
+"""Energy reported where there is none to measure (no frame, digital silence)."""
+
+
+class PerceptionError(FrontendError):
+    """The perception streams fell out of step (the frontend restarts them)."""
+
+
+def substep_cuts(length: int, substeps: int) -> list[int]:
+    """Where a unit of ``length`` samples is cut into ``substeps`` pieces: ``substeps + 1``
+    positions from 0 to ``length`` (the same wherever the unit's audio comes from)."""
+    return [int(c) for c in np.linspace(0, length, substeps + 1).round().astype(int)]
+
+
+@dataclass(frozen=True)
+class FloorObservation:
+    """What the floor policy knows at one step: the unit so far and the conversation state.
+
+    A unit is observed in ``substeps`` equal pieces (one by default); the observation of
+    piece ``k`` covers the unit from its start to the end of that piece, and the last one
+    (``is_boundary``) covers the whole unit: the frontend acts on the policy's answer to it,
+    and on a ``YIELD`` at an earlier piece while the assistant speaks (it stops there).
+
+    Per-frame fields cover the 32 ms VAD frames completed in this unit so far, in order, the
+    first starting at ``frames_start_s``. A frame belongs to the unit whose audio completed it.
+
+    Attributes:
+        unit_index: The unit's index.
+        substep: Which piece of the unit this is, ``0 .. substeps - 1``.
+        substeps: Pieces per unit.
+        t: Session time at the end of the audio taken in so far (the boundary, at the last
+            substep), in seconds.
+        frames_start_s: Session time of the first frame's start (``t`` when there is none).
+        frames_end_s: Session time of the newest frame's end: how far the VAD has heard
+            (echo cancellation and framing make it lag ``t`` by up to ~50 ms).
+        vad_probs: Silero speech probability per frame of the (echo-cancelled) user channel.
+        frame_db: Energy of each frame, dBFS (mean square, floor ``SILENCE_DB``).
+        assistant_frames: Per frame, whether the assistant's own audio was playing then (from
+            the frontend's playback schedule; with ``end_of_turn`` a finished turn's last audio
+            still plays into the next unit).
+        vad_threshold: Probability at or above which a frame counts as user speech.
+        user_speech_s: User speech in the unit so far (voiced frames x 32 ms).
+        user_speech_db: Mean energy of those voiced frames, dBFS (``SILENCE_DB`` if none).
+        overlap_s: User speech in the unit so far while the assistant's audio was playing.
+        trailing_silence_s: Time from the end of the user's last voiced frame to
+            ``frames_end_s`` (from the session start if the user has not spoken).
+        user_speaking: The VAD's own hysteresis state (a ``start`` without its ``end`` yet:
+            speech continues through short pauses; ends need 300 ms of silence).
+        user_turn_speech_s: User speech since the assistant last took the floor (or since the
+            session start): what a response would answer.
+        user_text: Final transcripts of that speech, joined (empty without ASR).
+        transcript: Partial transcript of the utterance in progress (only with
+            ``asr_partials``; empty otherwise).
+        assistant_speaking: The assistant holds the floor (a turn started and not ended at an
+            earlier boundary).
+        forced_turn: That turn was scheduled (:meth:`PolicyFrontend.schedule_turns`).
+        assistant_spoken_s: Seconds of that turn's audio played by ``t``.
+        assistant_remaining_s: Seconds of that turn's audio not played by ``t`` (the whole
+            turn is synthesised when it starts, so this is exact).
+        turn_overlap_s: User speech while the assistant's audio played, since the turn began.
+        backend_pending: Backend replies received and not yet spoken.
+        frame_f0: Per frame, the user channel's pitch estimate in Hz (autocorrelation,
+            60-400 Hz; 0.0 where the frame is unvoiced or no periodicity was found). Empty
+            where an observation is built by hand without it.
+    """
+
+    unit_index: int
+    substep: int
+    substeps: int
+    t: float
+    frames_start_s: float
+    frames_end_s: float
+    vad_probs: tuple[float, ...]
+    frame_db: tuple[float, ...]
+    assistant_frames: tuple[bool, ...]
+    vad_threshold: float
+    user_speech_s: float
+    user_speech_db: float
+    overlap_s: float
+    trailing_silence_s: float
+    user_speaking: bool
+    user_turn_speech_s: float
+    user_text: str
+    transcript: str
+    assistant_speaking: bool
+    forced_turn: bool
+    assistant_spoken_s: float
+    assistant_remaining_s: float
+    turn_overlap_s: float
+    backend_pending: int
+    frame_f0: tuple[float, ...] = ()
+
+    @property
+    def is_boundary(self) -> bool:
+        """Whether this is the unit's last piece, the one the frontend acts on."""
+        return self.substep == self.substeps - 1
+
+
+@dataclass
+class UnitAccount:
+    """The frames of the unit in progress so far: what an observation summarises."""
+
+    probs: list[float] = field(default_factory=list)
+    dbs: list[float] = field(default_factory=list)
+    playing: list[bool] = field(default_factory=list)
+    f0: list[float] = field(default_factory=list)
+    speech: int = 0
+    speech_energy: float = 0.0
+    overlap: int = 0
+    frames_start: float | None = None
+
+
+class Perception:
+    """AEC, VAD and ASR of the user channel, and the accounting of its frames.
+
+    Args:
+        vad: The voice activity detector (stream state; reset by :meth:`reset`).
+        aec: The echo canceller, or None for an echo-free microphone.
+        transcriber: The segment transcriber, or None without ASR.
+        vad_threshold: Frame probability at or above which the user is speaking.
+        asr_partials: Transcribe the utterance in progress at every observation.
+    """
+
+    def __init__(
+        self,
+        vad: SileroVad,
+        aec: EchoCanceller | None = None,
+        transcriber: SegmentTranscriber | None = None,
+        *,
+        vad_threshold: float = 0.5,
+        asr_partials: bool = False,
+    ) -> None:
+        if not 0.0 < vad_threshold < 1.0:
+            raise ValueError(f"vad_threshold: must be in (0, 1), got {vad_threshold}")
+        if asr_partials and transcriber is None:
+            raise ValueError("asr_partials: needs a transcriber")
+        self._vad = vad
+        self._aec = aec
+        self._transcriber = transcriber
+        self.vad_threshold = float(vad_threshold)
+        self.asr_partials = bool(asr_partials)
+        #: Echo cancellation delays the VAD's view of the microphone by this many samples.
+        self.latency = aec.latency_samples if aec is not None else 0
+        self._state: SessionState | None = None
+
+    @property
+    def state(self) -> SessionState:
+        """The session state it works on (:meth:`bind`)."""
+        if self._state is None:
+            raise RuntimeError("perception: bind() a session state before taking audio in")
+        return self._state
+
+    def bind(self, state: SessionState) -> None:
+        """Start a session on ``state``: the streams start over."""
+        self.reset()
+        self._state = state
+
+    def reset(self) -> None:
+        """Reset the streams (VAD, AEC, ASR) without touching the session state."""
+        self._vad.reset()
+        if self._aec is not None:
+            self._aec.reset()
+        if self._transcriber is not None:
+            self._transcriber.reset()
+
+    def take_in(self, x: np.ndarray, acc: UnitAccount) -> None:
+        """Run one piece of the unit through AEC, VAD and ASR; account its frames."""
+        y = self._aec.process(x) if self._aec is not None else x
+        events = self._vad.process(y)
+        if self._transcriber is not None:
+            for transcript in self._transcriber.feed(y, events):
+                if transcript.kind == "final" and transcript.text:
+                    self.state.user_texts.append(transcript.text)
+        self.state.mic_pos += x.size
+        buf = np.concatenate((self.state.frame_buf, y)) if self.state.frame_buf.size else y
+        count = buf.size // FRAME_SAMPLES
+        if not count:
+            self.state.frame_buf = buf.copy()
+            return
+        probs = self._vad.probabilities[-count:]
+        first = self.state.frames_done * FRAME_SAMPLES
+        if len(probs) != count or probs[0][0] != first:
+            raise PerceptionError(
+                f"policy frontend: VAD frames out of step (expected {count} from sample {first}, "
+                f"got {[s for s, _ in probs[:2]]}...)"
+            )
+        frames = buf[: count * FRAME_SAMPLES].reshape(count, FRAME_SAMPLES)
+        power = np.mean(np.square(frames, dtype=np.float64), axis=1)
+        dbs = np.maximum(10.0 * np.log10(power + 1e-12), SILENCE_DB)
+        f0s = frame_pitch_hz(frames)
+        shift = self.state.offset - self.latency
+        for (start, p), db, f0 in zip(probs, dbs.tolist(), f0s.tolist(), strict=True):
+            begin = start + shift  # mic samples
+            end = begin + FRAME_SAMPLES
+            playing = self.playing(begin + FRAME_SAMPLES / 2)
+            voiced = p >= self.vad_threshold
+            if acc.frames_start is None:
+                acc.frames_start = begin
+            acc.probs.append(p)
+            acc.dbs.append(db)
+            acc.playing.append(playing)
+            acc.f0.append(f0 if voiced else 0.0)
+            if voiced:
+                acc.speech += 1
+                acc.speech_energy += 10.0 ** (db / 10.0)
+                self.state.last_voiced_end = end
+                self.state.user_turn_speech += 1
+                if self.state.user_turn_start is None:
+                    self.state.user_turn_start = begin
+                if playing:
+                    acc.overlap += 1
+                    if self.state.turn is not None:
+                        self.state.turn_overlap += 1
+            self.state.frames_end = end
+        self.state.frames_done += count
+        self.state.frame_buf = buf[count * FRAME_SAMPLES :].copy()
+
+    def playing(self, mic_sample: float) -> bool:
+        """Whether the assistant's audio plays at microphone sample ``mic_sample``."""
+        while (
+            self.state.intervals
+            and self.state.intervals[0][1] < self.state.mic_pos - 4 * SAMPLE_RATE
+        ):
+            self.state.intervals.popleft()
+        return any(start <= mic_sample < end for start, end in self.state.intervals)
+
+    def observe(
+        self, unit_index: int, substep: int, substeps: int, acc: UnitAccount
+    ) -> FloorObservation:
+        """The observation of the unit so far (``acc``), at piece ``substep`` of ``substeps``."""
+        t = self.state.mic_pos / SAMPLE_RATE
+        frames_end = self.state.frames_end / SAMPLE_RATE
+        if self.state.last_voiced_end is None:
+            silence = max(frames_end, 0.0)
+        else:
+            silence = max(frames_end - self.state.last_voiced_end / SAMPLE_RATE, 0.0)
+        speech_db = (
+            max(10.0 * math.log10(acc.speech_energy / acc.speech + 1e-12), SILENCE_DB)
+            if acc.speech
+            else SILENCE_DB
+        )
+        transcript = ""
+        if self.asr_partials and self._transcriber is not None:
+            partial = self._transcriber.partial()
+            transcript = partial.text if partial is not None else ""
+        turn = self.state.turn
+        spoken = remaining = 0.0
+        if turn is not None:
+            played = sum(max(0.0, min(e, self.state.mic_pos) - s) for s, e in turn.intervals)
+            spoken = played / SAMPLE_RATE
+            remaining = max(turn.total16 - played, 0.0) / SAMPLE_RATE
+        return FloorObservation(
+            unit_index=unit_index,
+            substep=substep,
+            substeps=substeps,
+            t=t,
+            frames_start_s=(acc.frames_start / SAMPLE_RATE) if acc.frames_start is not None else t,
+            frames_end_s=frames_end,
+            vad_probs=tuple(acc.probs),
+            frame_db=tuple(acc.dbs),
+            assistant_frames=tuple(acc.playing),
+            vad_threshold=self.vad_threshold,
+            user_speech_s=acc.speech * FRAME_S,
+            user_speech_db=speech_db,
+            overlap_s=acc.overlap * FRAME_S,
+            trailing_silence_s=silence,
+            user_speaking=self._vad.speaking,
+            user_turn_speech_s=self.state.user_turn_speech * FRAME_S,
+            user_text=" ".join(self.state.user_texts),
+            transcript=transcript,
+            assistant_speaking=turn is not None,
+            forced_turn=turn is not None and turn.forced,
+            assistant_spoken_s=spoken,
+            assistant_remaining_s=remaining,
+            turn_overlap_s=self.state.turn_overlap * FRAME_S if turn is not None else 0.0,
+            backend_pending=len(self.state.backend),
+            frame_f0=tuple(acc.f0),
+        )
+
+    def restart(self, boundary: int) -> None:
+        """Start AEC, VAD and ASR over from mic sample ``boundary`` (after a failure)."""
+        self.reset()
+        self.state.frame_buf = np.zeros(0, dtype=np.float32)
+        self.state.frames_done = 0
+        self.state.offset = boundary
+        self.state.mic_pos = boundary
+        self.state.ref_end = 0.0
+
+
+def frame_pitch_hz(
+    frames: np.ndarray,
+    rate: int = SAMPLE_RATE,
+    fmin: float = 60.0,
+    fmax: float = 400.0,
+    min_clarity: float = 0.3,
+) -> np.ndarray:
+    """Pitch of each frame (rows of ``frames``) by normalised autocorrelation, in Hz.
+
+    The autocorrelation (via FFT, normalised by overlap length) is searched between the lags
+    of ``fmax`` and ``fmin`` for the shortest-lag local peak within 85% of the highest one
+    (so sub-harmonics are not chosen); a frame whose peak is below ``min_clarity`` of the
+    zero-lag value (aperiodic or silent) gets 0.0.
+
+    Args:
+        frames: ``[n, length]`` float samples.
+        rate: Sample rate in Hz.
+        fmin: Lowest pitch searched, Hz.
+        fmax: Highest pitch searched, Hz.
+        min_clarity: Least normalised autocorrelation peak that counts as voiced.
+
+    Returns:
+        float64 ``[n]`` pitch in Hz (0.0 for unvoiced frames).
+    """
+    frames = np.asarray(frames, dtype=np.float64)
+    if frames.ndim != 2 or frames.shape[0] == 0:
+        return np.zeros(frames.shape[0] if frames.ndim == 2 else 0)
+    length = frames.shape[1]
+    lo = max(1, int(rate / fmax))
+    hi = min(length - 2, math.ceil(rate / fmin))
+    if hi <= lo:
+        return np.zeros(frames.shape[0])
+    x = frames - frames.mean(axis=1, keepdims=True)
+    spec = np.fft.rfft(x, n=2 * length, axis=1)
+    ac = np.fft.irfft(spec.real**2 + spec.imag**2, axis=1)[:, :length]
+    energy = ac[:, 0]
+    # unbiased: divide by the overlap length so long lags are not penalised
+    norm = ac[:, lo - 1 : hi + 2] / (length - np.arange(lo - 1, hi + 2)) * length
+    inner = norm[:, 1:-1]
+    local = (inner >= norm[:, :-2]) & (inner >= norm[:, 2:])
+    # the shortest lag whose local peak comes close to the best one (avoids sub-harmonics)
+    best = np.max(np.where(local, inner, -np.inf), axis=1, keepdims=True)
+    lag = np.argmax(local & (inner >= 0.85 * best), axis=1)
+    peak = inner[np.arange(len(lag)), lag]
+    clarity = np.where(energy > 1e-10, peak / np.maximum(energy, 1e-12), 0.0)
+    f0 = rate / (lag + lo)
+    return np.where(clarity >= min_clarity, f0, 0.0)
