@@ -150,6 +150,8 @@ def test_durations_keep_the_corrected_value(text: str, seconds: int) -> None:
         ("nineteen take away four", ("calculator", {"expression": "19 - 4"})),
         ("quickly, 5 add 9 please", ("calculator", {"expression": "5 + 9"})),
         ("six multiply by seven", ("calculator", {"expression": "6 * 7"})),
+        ("what's the sum of 12 and thirty", ("calculator", {"expression": "12 + 30"})),
+        ("add, um, 8 and 9", ("calculator", {"expression": "8 + 9"})),
         # a destination after a motion preposition, whatever the verb
         ("wander over to the garage", ("go_to", {"place": "garage"})),
         ("scoot into the cellar, sorry, the loft", ("go_to", {"place": "loft"})),
@@ -210,7 +212,13 @@ def test_a_chain_of_a_sum_and_a_destination(planner: LocalPlanner) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["what is 3 over the weekend", "I'll add 2 things", "read me the news"]
+    "text",
+    [
+        "what is 3 over the weekend",
+        "I'll add 2 things",
+        "I have 2 cats and 3 dogs",
+        "read the news",
+    ],
 )
 def test_operator_words_away_from_numbers_are_no_arithmetic(
     planner: LocalPlanner, text: str

@@ -495,6 +495,8 @@ _WORD_OPERATORS = (
     (_BETWEEN.format(r"(?:add|added\s+to|and\s+add)"), " + "),
     (_BETWEEN.format(r"(?:less|take\s+away|subtract)"), " - "),
     (_BETWEEN.format(r"over"), " / "),
+    # "add 3 and 4", "the sum of 3 and 4": "and" is "+" after a word that asks for a sum
+    (r"\b(?:add|sum|total)(?:\s+(?:of|up))?\s+(\d+(?:\.\d+)?)\s+and\s+(?=\d)", r" \1 + "),
     (r"\bmod(?:ulo)?\b", "%"),
     (r"(?<=\d)\s*[x×]\s*(?=[\d(])", " * "),
     (r"÷", "/"),
