@@ -2,7 +2,11 @@
 
 Subscriptions feed a thread-safe UnitAssembler; the duplex loop runs on its own thread (never on
 the executor), one step per completed unit; results go out as speech, decisions, transcript and
-timeline events. Delegations become Delegate action goals; their replies come back as backend
+timeline events. Between boundaries the same thread gives a frontend that hears audio early
+(:attr:`~venus_ros.core.frontend.Frontend.hears_audio`) the unit in progress as it arrives; when
+it stops the assistant there, a ``UnitDecision`` with ``flush`` (for the last unit decided) goes
+to the speaker at once, and the boundary that follows yields without a second flush.
+Delegations become Delegate action goals; their replies come back as backend
 replies that the loop inserts at an eligible boundary. How each reply's delivery ends (played,
 dropped, withdrawn) goes back to the harness on ``delivery``; a task that ends CANCELLED on
 ``task_status`` (the user cancelled, or a newer request superseded it) has its reply withdrawn.
@@ -136,6 +140,9 @@ class FrontendNode(ManagedNode):
         self.frontend: Frontend | None = None
         self.loop: DuplexLoop | None = None
         self.units_done = 0
+        #: Times the frontend stopped the assistant between boundaries (:meth:`_hear`).
+        self.early_flushes = 0
+        self._last_unit = -1
         self.assembler = UnitAssembler(cfg.units)
         self.dropped_messages = 0
         self.lost_samples = 0
@@ -371,16 +378,27 @@ class FrontendNode(ManagedNode):
         loop = self.loop
         if loop is None:
             return
+        hears = loop.hears_audio
+        seen = -1  # the assembler's sample count when the unit in progress was last heard
         while True:
             with self._wake:
                 unit = self.assembler.pop_unit()
-                while unit is None and not self._stop:
+                while (
+                    unit is None
+                    and not self._stop
+                    and not (hears and self.assembler.samples_in != seen)
+                ):
                     self._wake.wait(timeout=0.1)
                     unit = self.assembler.pop_unit()
                 if self._stop:
                     return
+            if unit is None:
+                seen = self.assembler.samples_in
+                self._hear(loop)
+                continue
             result = loop.step(unit)
             self.units_done += 1
+            self._last_unit = unit.index
             stamp = self.get_clock().now().to_msg()
             self.pub_decision.publish(convert.decision_to_msg(result, unit.duration_s, stamp))
             if result.speech is not None:
@@ -400,6 +418,27 @@ class FrontendNode(ManagedNode):
             self._publish_timeline()  # the harness needs the records up to the cutoff first
             for request in result.delegates:
                 self._send_goal(request)
+
+    def _hear(self, loop: DuplexLoop) -> None:
+        """Give the frontend the new audio of the unit in progress; stop the speaker at once if
+        it asks (a UnitDecision with ``flush`` for the last unit decided, as a yield sends)."""
+        piece = self.assembler.partial()
+        # A unit completed meanwhile: its boundary comes first (the piece is of the next one).
+        if piece is None or self.assembler.pending_units:
+            return
+        if not loop.hear(piece):
+            return
+        self.early_flushes += 1
+        msg = UnitDecision()
+        msg.header = Header(stamp=self.get_clock().now().to_msg())
+        msg.unit_index = max(self._last_unit, 0)
+        msg.decision = UnitDecision.SPEAK
+        msg.end_of_turn = False
+        msg.flush = True
+        msg.realtime_debt = float(loop.debt_s)
+        msg.unit_duration = float(piece.length / piece.sample_rate)
+        self.pub_decision.publish(msg)
+        self._publish_timeline()
 
     # ------------------------------------------------------------------ delegation
     def _send_goal(self, request: DelegateRequest) -> None:
@@ -511,6 +550,7 @@ class FrontendNode(ManagedNode):
             "lost_samples": str(self.lost_samples),
             "dropped_units": str(self.assembler.dropped_units),
             "missed_units": str(self.loop.missed_units if self.loop is not None else 0),
+            "early_flushes": str(self.early_flushes),
             "pending_delegations": json.dumps(self.delegations.pending()),
         }
 
