@@ -5,7 +5,8 @@
 * **Perception**: the user channel goes through echo cancellation (optional; WebRTC AEC3 with
   the frontend's own output as reference), Silero VAD (one probability per 32 ms frame) and,
   optionally, Whisper on the utterances the VAD cuts out (final transcripts; partial ones on
-  request). Each unit (and each sub-step of a unit) is summarised as a :class:`FloorObservation`.
+  request). Each unit (and each sub-step of a unit) is summarised as a :class:`FloorObservation`
+  (:class:`venus_ros.frontends.perception.Perception`).
 * **Floor policy**: a :class:`FloorPolicy` maps observations to a :class:`FloorAction`
   (keep listening, start speaking, keep speaking, yield). This is the seam where the trained
   policy of the cascade frontend plugs in; :class:`VadBargeIn` and :class:`NeverYield` are the
@@ -29,8 +30,15 @@ Timing: the loop calls ``prefill``/``generate`` at the end of each unit (the *bo
 returned there starts playing at the boundary. Playback is therefore assumed to run from the
 boundary, back to back with what the frontend emitted before, and to stop at the boundary of a
 yield; the frontend's own record of that schedule gives the AEC reference and the "assistant
-is playing" flags of the observation. With echo cancellation the VAD sees the user channel
-18 ms late (:attr:`venus_ros.audio.aec.EchoCanceller.latency_samples`); all times in an
+is playing" flags of the observation. Between boundaries the frontend hears the unit in
+progress as its audio arrives (:meth:`PolicyFrontend.hear`) and takes in, observes and decides
+each sub-step as soon as its audio is complete; a ``YIELD`` at a sub-step while the assistant
+speaks stops the turn at that sub-step's end (the caller flushes the speaker then; playback is
+assumed to stop there) and the boundary yields. The sub-steps are the same pieces however the
+audio arrives, so the observations and decisions are too; driven by ``prefill`` alone, a
+sub-step yield stops the frontend's turn at the same point and the speaker at the boundary.
+With echo cancellation the VAD sees the user channel 18 ms late
+(:attr:`venus_ros.audio.aec.EchoCanceller.latency_samples`); all times in an
 observation are session times with that latency taken out.
 
 Models are loaded once per process and shared: the Whisper recogniser and the TTS are
