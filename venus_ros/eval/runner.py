@@ -363,8 +363,9 @@ def _echo_mic(
 
     Each frame ``[t0, t1)`` adds the speaker's output over ``[t0 - delay, t1 - delay)``,
     rendered with a small margin and resampled to the microphone's rate. Since the delay
-    exceeds a frame plus the margin, every sample it needs was decided at a unit boundary
-    already processed, so the echo is exactly what was (or is being) played.
+    exceeds a frame plus the margin, every sample it needs was decided at a unit boundary (or
+    by a stop between boundaries, which flushes the playback as the frame that carried it is
+    heard) already processed, so the echo is exactly what was (or is being) played.
     """
     step = max(1, round(rate * chunk_ms / 1000))
     for begin in range(0, len(audio), step):
