@@ -400,6 +400,14 @@ def test_an_off_topic_reply_is_replaced_by_a_question_naming_the_request() -> No
     text, done = reply.stream.take(0.0)
     assert done and reply.stream.replaced and "turtles" not in text
     assert "garage door" in text  # the clarifying question names what was asked
+    # naming only the interrupted turn's words does not make a reply about the request
+    engine.pieces = ["The train to Leeds is late."]
+    responder.heard("The train to Leeds", True, "leaves at ten.")
+    reply = responder.respond(request("Hang on, do they sell coffee on board?"))
+    assert reply is not None and reply.kind == "reply"
+    reply.stream.join()
+    text, _ = reply.stream.take(0.0)
+    assert reply.stream.replaced and "coffee" in text and "late" not in text
 
 
 def test_an_on_topic_reply_streams_before_it_is_finished() -> None:

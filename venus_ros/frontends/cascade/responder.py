@@ -475,28 +475,17 @@ def with_context(said: str, request: str) -> str:
 FEW_SHOTS: tuple[tuple[str, str], ...] = (
     (
         with_context(
-            "The library opens at nine on weekdays. On Saturdays it opens at ten, and it is "
-            "closed on Sundays.",
+            "The library opens at nine. On Saturdays it opens at ten.",
             "Sorry, what about Saturdays?",
         ),
         "On Saturdays the library opens at ten.",
-    ),
-    (
-        with_context(
-            "Mix the paint with a little water first. Then use a wide brush.",
-            "Wait, how much water?",
-        ),
-        "Just a little water, about a spoonful.",
     ),
     (
         with_context("I'm driving to the kitchen now.", "No, the other room."),
         "Which room do you mean?",
     ),
     (
-        with_context(
-            "The bus stops outside the bakery every ten minutes.",
-            "Hold on, is there parking near the bakery?",
-        ),
+        with_context("The bus stops outside the bakery.", "Wait, is there parking there?"),
         "I'm not sure about parking near the bakery.",
     ),
 )
@@ -828,10 +817,7 @@ def system_prompt(name: str, capabilities: Sequence[str], robot_actions: bool) -
     lines = [f"You are {name}, a friendly home robot."]
     if can:
         lines.append("Your skills: " + "; ".join(can) + ".")
-    lines.append(
-        "Answer the user's last message in one short sentence, using the user's own words. "
-        "When you were interrupted, answer from what you were saying."
-    )
+    lines.append("Answer the user's last message in one short sentence, in the user's words.")
     return " ".join(lines)
 
 
@@ -942,7 +928,7 @@ class CascadeResponder(Responder):
         topic = asked or said
         if topic:
             check = lambda text: bool(content_words(text) & topic)  # noqa: E731
-        topic = asked | said
+        known = asked | said
         clarify = clarifying_question(transcript)
         focus = self.conversation.focus(transcript) if self.about_answer(transcript) else ""
         news = content_words(focus) - asked
@@ -950,7 +936,7 @@ class CascadeResponder(Responder):
             # about the answer: the reply must carry something of the sentence asked about
             # and be grounded in what was said (a tiny model invents), else that sentence is
             # said again
-            check = lambda text: _grounded(content_words(text), news, topic)  # noqa: E731
+            check = lambda text: _grounded(content_words(text), news, known)  # noqa: E731
             clarify = f"I said: {focus}"
             whole = True
         self._stream = ReplyStream(
