@@ -20,6 +20,12 @@
 unchanged, so ``frontend_node``, ``venus-ros replay`` and the evaluation runner use it like any
 other frontend; it is the default frontend (:data:`venus_ros.frontends.DEFAULT_FRONTEND`).
 
+Every finished user utterance is judged by :class:`~venus_ros.frontends.cascade.addressee.Addressee`
+(the assistant's name or another person's, an answer to the assistant's question, its level
+against the user's, its phrasing): speech not said to the assistant (a remark to someone else,
+the television) is dropped from the pending user text before the responder sees it, so it is
+neither answered nor delegated nor merged into the next real request.
+
 When the trained floor policy, the router's weights or the language model are not available,
 the frontend falls back to the :class:`~venus_ros.frontends.policy.VadBargeIn` policy,
 :func:`~venus_ros.frontends.policy.delegate_all` and acknowledgements, and logs one warning
@@ -30,10 +36,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from venus_ros.core.frontend import FrontendError
+from venus_ros.frontends.cascade.addressee import Addressee, Utterance, Verdict
 from venus_ros.frontends.cascade.config import CascadeConfig, parse_spec
 from venus_ros.frontends.cascade.responder import (
     CLARIFY_PHRASE,
@@ -46,6 +53,7 @@ from venus_ros.frontends.policy import (
     FloorPolicy,
     NeverYield,
     PolicyFrontend,
+    UserRequest,
     VadBargeIn,
     delegate_all,
 )
@@ -149,6 +157,38 @@ def load_parts(
     return CascadeParts(floor, delegator, query_of, policy_name, router_name, tuple(fallbacks))
 
 
+_SAMPLE_RATE = 16000  # microphone samples per second (the unit timeline)
+_FRAME_S = 0.010  # the VAD frame
+
+
+@dataclass
+class _AddresseeState:
+    """Per session: the utterance in progress (its voiced frames' energy and start), the
+    verdicts on the user texts pending, and the latest assistant turn that ended."""
+
+    unit: int = -1  # the unit whose frames were accounted so far
+    seen: int = 0  # frames of that unit accounted
+    energy: float = 0.0  # sum of 10^(dB/10) over the voiced frames (assistant silent)
+    voiced: int = 0
+    start_s: float | None = None  # first voiced frame since the last judged utterance
+    texts: list[str] | None = None  # the user_texts list the verdicts belong to
+    verdicts: list[Verdict] = field(default_factory=list)
+    question_end_s: float | None = None  # where the latest turn ended, if it asked something
+    dropped: int = 0  # utterances dropped as not addressed, this session
+
+    def utterance(self, text: str) -> Utterance:
+        """The utterance so far with ``text``; the level and start start over."""
+        import math
+
+        db = 10.0 * math.log10(self.energy / self.voiced) if self.voiced else None
+        start = self.start_s if self.start_s is not None else 0.0
+        after = None
+        if self.question_end_s is not None and self.start_s is not None:
+            after = start - self.question_end_s
+        self.energy, self.voiced, self.start_s = 0.0, 0, None
+        return Utterance(text, start, db, after)
+
+
 class CascadeFrontend(PolicyFrontend):
     """A :class:`~venus_ros.frontends.policy.PolicyFrontend` built from :class:`CascadeParts`.
 
@@ -159,21 +199,112 @@ class CascadeFrontend(PolicyFrontend):
     instead of being answered as a request. Speech that continues past the end of the turn,
     and speech the policy yielded to, is kept and answered as usual.
 
+    With an ``addressee``, every finished utterance (final transcript) is judged, and those
+    not said to the assistant are dropped from the pending user text before a request is made
+    of it: when nothing addressed remains, the user's turn is forgotten and nothing is said.
+
     Args:
         parts: The floor policy and router (:func:`load_parts`).
+        addressee: Judges whether an utterance was said to the assistant (None: every
+            utterance is; :func:`build_cascade` gives one).
         **kwargs: Passed to :class:`~venus_ros.frontends.policy.PolicyFrontend` (``asr``,
             ``aec``, ``tts``, ``substeps``, ...); the responder is a :class:`CascadeResponder`
             over the parts' router unless ``responder`` is given.
     """
 
-    def __init__(self, parts: CascadeParts, **kwargs: Any) -> None:
+    def __init__(
+        self, parts: CascadeParts, *, addressee: Addressee | None = None, **kwargs: Any
+    ) -> None:
         if "responder" not in kwargs:
             kwargs["responder"] = CascadeResponder(parts.delegator, query_of=parts.query_of)
         #: The typed config it was built from (:func:`build_cascade`; None when built directly).
         self.config: CascadeConfig | None = None
+        #: Judges whether each finished utterance was said to the assistant (None: all were).
+        self.addressee = addressee
+        self._addr = _AddresseeState()
         super().__init__(parts.policy, **kwargs)
         #: What the frontend was built with (and what fell back).
         self.parts = parts
+
+    def prepare(self, system_prompt: str = "", ref_audio: Any = None) -> None:
+        """Start a session (see :meth:`PolicyFrontend.prepare`); the addressee starts over."""
+        super().prepare(system_prompt, ref_audio)
+        self._addr = _AddresseeState()
+        if self.addressee is not None:
+            self.addressee.reset()
+
+    @property
+    def ignored_remarks(self) -> int:
+        """Utterances dropped as not said to the assistant, this session."""
+        return self._addr.dropped
+
+    @property
+    def addressee_verdicts(self) -> tuple[Verdict, ...]:
+        """Every addressee verdict of this session, in order."""
+        return tuple(self.addressee.verdicts) if self.addressee is not None else ()
+
+    def _substep(self, hearing: Any, unit_index: int) -> bool:
+        stopped = super()._substep(hearing, unit_index)
+        if self.addressee is not None:
+            self._account(self.state.last_obs)
+            self._judge_new()
+        return stopped
+
+    def _account(self, obs: Any) -> None:
+        """Add the observation's new voiced frames (the assistant silent) to the utterance."""
+        acc = self._addr
+        if obs is None:
+            return
+        if obs.unit_index != acc.unit:
+            acc.unit, acc.seen = obs.unit_index, 0
+        frames = zip(obs.vad_probs, obs.frame_db, obs.assistant_frames, strict=False)
+        for i, (p, db, playing) in enumerate(frames):
+            if i < acc.seen or p < obs.vad_threshold:
+                continue
+            if acc.start_s is None:
+                acc.start_s = obs.frames_start_s + i * _FRAME_S
+            if not playing:
+                acc.energy += 10.0 ** (db / 10.0)
+                acc.voiced += 1
+        acc.seen = len(obs.vad_probs)
+
+    def _judge_new(self) -> None:
+        """Judge the final transcripts that arrived since the last call."""
+        acc, texts = self._addr, self.state.user_texts
+        if acc.texts is not texts or len(acc.verdicts) > len(texts):
+            acc.texts, acc.verdicts = texts, []  # the user's turn was answered or forgotten
+        assert self.addressee is not None
+        for text in texts[len(acc.verdicts) :]:
+            acc.verdicts.append(self.addressee.judge(acc.utterance(text)))
+
+    def _request(self) -> UserRequest | None:
+        if self.addressee is None or not self.asr_enabled:
+            return super()._request()
+        self._judge_new()
+        acc, texts = self._addr, self.state.user_texts
+        keep = [t for t, v in zip(texts, acc.verdicts, strict=True) if v.addressed]
+        dropped = len(texts) - len(keep)
+        if dropped:
+            acc.dropped += dropped
+            texts[:] = keep  # in place: the verdicts stay paired with the texts
+            acc.verdicts = [v for v in acc.verdicts if v.addressed]
+        if texts or not self.state.user_turn_speech:
+            return super()._request()
+        busy = self._vad.speaking or (
+            self._transcriber is not None and self._transcriber.in_utterance
+        )
+        if busy:
+            return None  # the user is still speaking: that utterance is judged when it ends
+        if acc.voiced:
+            # Speech with no words made out: only its level can tell.
+            verdict = self.addressee.judge(acc.utterance(""))
+            if verdict.addressed:
+                return super()._request()
+            acc.dropped += 1
+        elif not dropped:
+            return super()._request()  # nothing dropped, nothing to judge
+        self.state.forget_user_turn()
+        return None
 
     @property
     def ignored_overlaps(self) -> int:
@@ -186,13 +317,17 @@ class CascadeFrontend(PolicyFrontend):
         super()._begin(text, forced=forced, answers_user=answers_user, source=source)
 
     def _emit(self, boundary: int, unit: Any) -> Any:
+        turn = self.state.turn
         out = super()._emit(boundary, unit)
         if self.state.turn is None:  # the turn finished with this audio (not a yield)
             self.state.finished_turn = (self.state.turn_began, self.state.play_end)
+            asked = turn is not None and turn.heard_text().rstrip().endswith("?")
+            self._addr.question_end_s = self.state.play_end / _SAMPLE_RATE if asked else None
         return out
 
     def _yield(self, boundary: int) -> Any:
         self.state.finished_turn = None
+        self._addr.question_end_s = None
         return super()._yield(boundary)
 
     def _prefill(self, unit: Any) -> None:
@@ -257,8 +392,11 @@ def build_cascade(config: CascadeConfig | None = None) -> CascadeFrontend:
         name=config.name,
         capabilities=capabilities_from_tools(config.tools),
     )
+    # The addressee's text head reads the router's sentence embeddings (one model in memory).
+    router = getattr(parts.delegator, "__self__", None)
+    addressee = Addressee(config.name, embedder=getattr(router, "embedder", None))
     try:
-        frontend = CascadeFrontend(parts, **kwargs)
+        frontend = CascadeFrontend(parts, addressee=addressee, **kwargs)
     except ValueError as exc:
         raise FrontendError(f"frontend 'cascade': {exc}") from exc
     frontend.config = config
