@@ -158,3 +158,16 @@ def test_a_clock_time_becomes_the_seconds_until_its_next_occurrence() -> None:
 )
 def test_correction_and_hesitation_phrases(text: str, segs: list[str]) -> None:
     assert segments(text) == segs
+
+
+@pytest.mark.parametrize(
+    ("text", "cleaned"),
+    [
+        ("Drive to the shed, let me think.", "Drive to the shed."),
+        ("Could you, let's see, dim the lamp?", "Could you dim the lamp?"),
+        ("let me see the photos", "let me see the photos"),
+        ("Let me think.", "Let me think."),
+    ],
+)
+def test_hesitation_phrases_go_from_the_query(text: str, cleaned: str) -> None:
+    assert clean_disfluencies(text) == cleaned

@@ -25,7 +25,10 @@ FILLER_WORDS = r"(?:u+h+m*|u+m+|e+r+m*|h+m+|m+h*m+|a+h+)"
 _FILLER = re.compile(
     rf"(?i)(?:\s*[,—–]|\s+-)?\s*(?<![\w'’-]){FILLER_WORDS}(?![\w'’-])(?:\s*[,.—–]|\s+-(?=\s))?"
 )
-_SOFT_FILLER = re.compile(r"(?i)\s*,\s*(?:like|you know|I mean)\s*,")
+_HESITATION = r"let(?: me|'s) (?:see|think)"
+_SOFT_FILLER = re.compile(
+    rf"(?i)\s*,\s*(?:like|you know|I mean|{_HESITATION})\s*,|\s*,\s*{_HESITATION}\s*(?=[.?!]*$)"
+)
 _WORD = r"[\w'’]+"
 _REPEAT = re.compile(
     rf"(?i)(?<![\w'’])({_WORD}(?:\s+{_WORD}){{0,2}})(?:\s*[,—–-]\s*|\s+)\1(?![\w'’])"
@@ -36,7 +39,7 @@ _REPEATED_COMMA = re.compile(r"(?:\s*,){2,}")
 _ONLY_FILLERS = re.compile(rf"(?i)\b(?:{FILLER_WORDS}|o+h+)\b")
 _DISCOURSE = re.compile(
     rf"(?i)\b(?:{FILLER_WORDS}|you know|like(?=,)|well(?=,)|so(?=,)"
-    r"|let(?: me|'s) (?:see|think)(?=\s*(?:[,.?!]|$)))\b[,.]?\s*"
+    rf"|{_HESITATION}(?=\s*(?:[,.?!]|$)))\b[,.]?\s*"
 )
 #: Fillers and discourse words inside spoken arithmetic ("50 minus, so, 12").
 ARITHMETIC_NOISE = re.compile(rf"(?i)\b(?:so|well|like|okay|{FILLER_WORDS})\b|[,;]")
@@ -63,7 +66,8 @@ def clean_disfluencies(text: str) -> str:
 
     Removed: fillers (``um``, ``uh``, ``er``, ``erm``, ``hmm``, ``mm``, ``ah``) with the commas
     around them (a filler between dashes leaves one dash), ``like`` / ``you know`` /
-    ``I mean`` set off by commas, a word fragment cut off by a dash before the
+    ``I mean`` / ``let me see`` / ``let me think`` set off by commas (the last two also after
+    a comma at the end), a word fragment cut off by a dash before the
     word it starts (``g— good``), and immediate repetitions of one to three words separated by
     spaces, a comma or a dash (``the — the red cup``, ``can you, can you``). Repairs that
     change words (``can you — would you``) are kept: the harness reads the whole request.
