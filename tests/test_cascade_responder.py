@@ -30,6 +30,7 @@ from venus_ros.frontends.cascade.responder import (
     capabilities_from_tools,
     check_phrase_for,
     content_words,
+    lead_in,
     make_lm,
     request_phrase,
     with_context,
@@ -387,6 +388,9 @@ def test_the_delegation_acknowledgement_names_the_request() -> None:
         check_phrase_for("Excuse me, how much does it cost?") == "Let me check how much it costs."
     )
     assert request_phrase("Could you, go to the garage?") == ("go to the garage", False)
+    assert lead_in("Hold on, how long does it take?") == "How long?"
+    assert lead_in("No, I mean the green one.") == "The green one?"
+    assert lead_in("What is it?") == lead_in("Is it open?") == ""  # "What?" sounds unheard
     plain = CascadeResponder(lambda _: True, name_requests=False)
     assert plain.respond(request("When does it open?")).spoken == "Let me check."
 
@@ -436,6 +440,7 @@ def test_a_question_about_the_interrupted_answer_is_answered_from_it_not_delegat
     )
     reply = responder.respond(request("Sorry, which platform was that?"))
     assert reply is not None and reply.kind == "reply" and responder.last_intent == "generated"
+    assert reply.spoken == "Which platform?"  # said at once, naming what was asked
     assert "platform four at ten. It stops at York." in engine.calls[-1][-1]["content"]
     reply.stream.join()
     text, _ = reply.stream.take(0.0)

@@ -317,6 +317,36 @@ def request_phrase(request: str, max_words: int = 12) -> tuple[str, bool]:
     return phrase, question
 
 
+_CORRECTION = re.compile(
+    r"\b(?:i mean|i meant|i'm asking about|i was asking about|i'm talking about|"
+    r"i was talking about)\s+([^,.;!?]+)",
+    re.IGNORECASE,
+)
+
+
+def lead_in(request: str, max_words: int = 5) -> str:
+    """What the assistant can say at once while its answer is generated, naming what was
+    asked: a question's wh-phrase ("Which day?", "How long?") or a correction's object
+    ("The blue one?"); '' when there is none (a bare "What?" would sound like not hearing)."""
+    match = _CORRECTION.search(request)
+    text = _OPENER.sub("", " ".join(request.split())).strip()
+    text = _FRAME.sub("", re.sub(r"\s*,\s*", " ", text)).strip()
+    if match:
+        words = match.group(1).split()
+        if 0 < len(words) <= max_words:
+            phrase, _ = request_phrase(" ".join(words))
+            return phrase[:1].upper() + phrase[1:] + "?" if phrase else ""
+        return ""
+    words = [_CONTRACTIONS.get(w.lower(), w.lower()).split()[0] for w in text.split()]
+    if not words or words[0] not in _WH:
+        return ""
+    k = next((i for i, w in enumerate(words[:4]) if w in _AUX), None)
+    if k is None or not (k >= 2 or words[0] in ("where", "when")):
+        return ""
+    head = " ".join(text.split()[:k]).strip("?.!")
+    return head[:1].upper() + head[1:] + "?"
+
+
 def _grounded(words: set[str], news: set[str], known: set[str], share: float = 2 / 3) -> bool:
     """Whether a reply with content ``words`` carries one of ``news`` and takes at least
     ``share`` of its words from ``known``."""
@@ -729,7 +759,7 @@ class LmConfig:
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     threads: int = 1
-    max_tokens: int = 40
+    max_tokens: int = 32
     max_sentences: int = 1
     timeout_s: float = 6.0
 
@@ -842,6 +872,8 @@ class CascadeResponder(Responder):
         shots: Example exchanges given to the model before the conversation.
         name_requests: The acknowledgement of a delegation names the request ("Let me check
             when the shop opens.", :func:`check_phrase_for`) instead of ``check_phrase``.
+        lead_ins: A generated reply starts with the question's wh-phrase or the correction's
+            object (:func:`lead_in`), spoken while the rest is generated.
         **kwargs: Passed to :class:`~venus_ros.frontends.policy.Responder`.
     """
 
@@ -859,6 +891,7 @@ class CascadeResponder(Responder):
         robot_actions: bool = True,
         shots: Sequence[tuple[str, str]] = FEW_SHOTS,
         name_requests: bool = True,
+        lead_ins: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(delegator, query_of=query_of, **kwargs)
@@ -878,6 +911,7 @@ class CascadeResponder(Responder):
         self.system = system_prompt(name, caps, robot_actions)
         self.shots = tuple(shots)
         self.name_requests = bool(name_requests)
+        self.lead_ins = bool(lead_ins)
         self.conversation = Conversation()
         self._stream: ReplyStream | None = None
         self._last_spoken = ""
@@ -1016,7 +1050,9 @@ class CascadeResponder(Responder):
             stream = self._start(transcript)
             self._stream = None  # handed to the turn player
             self.conversation.add("user", transcript)
-            return Response("", "reply", stream=stream)
+            # said at once, while the answer is generated
+            first = speakable(lead_in(transcript)) if self.lead_ins else ""
+            return Response(first, "reply", stream=stream)
         self.conversation.add("user", transcript)
         if intent == "delegate":
             query = self._query(request, transcript)
