@@ -14,7 +14,7 @@
 - ``backend_reply`` (out): replies no Delegate goal waits for. Every task and transition is
   journaled (:mod:`venus_ros.harness.journal`, parameter ``journal_path``) before it is acted
   on; on start the node recovers what a previous process left (rules in
-  :mod:`venus_ros.harness.runner`). A COMPLETED task whose reply never left the old process
+  :mod:`venus_ros.harness.recovery`). A COMPLETED task whose reply never left the old process
   (its goal died with it) and a re-run task that completes are published here as a
   BackendReply, once some subscriber (the frontend) has matched, and moved to DELIVERING; a
   reply older than ``reply_max_age_s`` is dropped (FAILED, stale) rather than spoken as if
@@ -28,7 +28,7 @@
   again, or stale), CANCELLED when it was withdrawn unheard (rules in
   :mod:`venus_ros.core.delivery`).
 - Cancel requests ("stop", "never mind") and superseding requests (tools declared
-  ``supersedes: true``) take work back in the runner (:mod:`venus_ros.harness.runner`); the
+  ``supersedes: true``) take work back in the runner (:mod:`venus_ros.harness.takeback`); the
   frontend withdraws the replies of tasks that end CANCELLED here.
 
 No callback ever waits, so any number of goals run at once on any executor: a goal's task is
