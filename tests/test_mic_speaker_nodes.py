@@ -100,6 +100,39 @@ def test_mic_file_source_publishes_the_file_in_real_time(probe: Probe, tmp_path:
     assert 0.7 <= span <= 2.0, f"{len(received)} chunks arrived over {span:.3f} s"
 
 
+def test_a_file_mic_waits_for_all_its_listeners(probe: Probe, tmp_path: Path) -> None:
+    """``wait_for_subscribers:=2``: one listener gets nothing, the second starts the file at 0."""
+    rate = 16000
+    wav = tmp_path / "one_second.wav"
+    sf.write(str(wav), np.full(rate, 1000, np.int16), rate, subtype="PCM_16")
+    first: list[int] = []
+    second: list[int] = []
+    topic = TOPICS["audio_in"]
+    probe.node.create_subscription(
+        AudioChunk, topic, lambda m: first.append(int(m.first_sample)), SENSOR_AUDIO
+    )
+    mic = start_node(
+        "mic",
+        tmp_path,
+        f"source:=file:{wav}",
+        "wait_for_subscribers:=2",
+        "after_end:=stop",
+        namespace=probe.namespace,
+    )
+    probe.watched.append(mic)
+    try:
+        probe.wait_for(lambda: probe.node.count_publishers(topic) > 0, 20, "the mic's publisher")
+        probe.spin_for(1.5)  # well past the 0.1 s grace after a match
+        assert first == [], "the file started with one of its two listeners"
+        probe.node.create_subscription(
+            AudioChunk, topic, lambda m: second.append(int(m.first_sample)), SENSOR_AUDIO
+        )
+        probe.wait_for(lambda: bool(second) and bool(first), 10, "audio on both subscriptions")
+        assert first[0] == 0 and second[0] == 0, (first[:3], second[:3])
+    finally:
+        mic.stop()
+
+
 @pytest.mark.parametrize(
     ("module", "params"),
     [

@@ -97,7 +97,8 @@ class DemoOptions:
 
 
 def write_demo_params(path: Path) -> Path:
-    """A copy of ``config/venus.yaml`` whose harness uses ``config/demo_tools.yaml``.
+    """A copy of ``config/venus.yaml``: the harness uses ``config/demo_tools.yaml``, the mic
+    waits for both of its listeners (frontend and recorder).
 
     For ``launch/demo.launch.py``, whose included venus.launch.py takes one parameter file.
 
@@ -109,6 +110,9 @@ def write_demo_params(path: Path) -> Path:
     params = yaml.safe_load(share_path("config/venus.yaml").read_text(encoding="utf-8"))
     harness = params["/**/harness_node"]["ros__parameters"]
     harness["tools_file"] = str(share_path("config/demo_tools.yaml"))
+    # The recorder and the frontend both listen: the file starts once both matched.
+    mic = params.setdefault("/**/mic_node", {}).setdefault("ros__parameters", {})
+    mic["wait_for_subscribers"] = 2
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     return path

@@ -8,8 +8,10 @@ start of the stream); ``header.stamp`` is the capture time of the chunk's first 
 - ``source: file:PATH``: the file (any mono format libsndfile reads, resampled to
   ``sample_rate`` if needed) is played in real time by a timer at the chunk period. Each tick
   publishes every chunk that is due by the monotonic clock, so timer jitter never changes the
-  average rate. Playing starts shortly (``MATCH_GRACE_S``) after the first subscriber appears
-  on ``audio/in``, so the start of a replay is not lost to discovery. After the end it
+  average rate. Playing starts shortly (``MATCH_GRACE_S``) after ``wait_for_subscribers``
+  subscribers (default 1) have matched on ``audio/in``, so the start of a replay is not lost to
+  discovery (a graph where a recorder and the frontend both listen sets 2: starting at the
+  first match lost the frontend the session's first word). After the end it
   publishes silence (``after_end: silence``, like a real microphone) or nothing more
   (``after_end: stop``; the node stays up).
 
@@ -70,6 +72,10 @@ class MicConfig:
         metadata={"help": 'file source after its end: "silence" (keep publishing) or "stop"'},
     )
     frame_id: str = field(default="mic_link", metadata={"help": "header.frame_id of the chunks"})
+    wait_for_subscribers: int = field(
+        default=1,
+        metadata={"help": "file source: start once this many subscribers matched (1..16)"},
+    )
 
     def __post_init__(self) -> None:
         if self.source != "device" and self.file_path is None:
@@ -78,6 +84,10 @@ class MicConfig:
             raise ValueError(f"chunk_ms must be in 20..100, got {self.chunk_ms}")
         if not 8000 <= self.sample_rate <= 192000:
             raise ValueError(f"sample_rate must be in 8000..192000 Hz, got {self.sample_rate}")
+        if not 1 <= self.wait_for_subscribers <= 16:
+            raise ValueError(
+                f"wait_for_subscribers must be in 1..16, got {self.wait_for_subscribers}"
+            )
         if self.after_end not in AFTER_END:
             raise ValueError(
                 f"after_end must be one of {', '.join(AFTER_END)}, got {self.after_end!r}"
@@ -202,7 +212,8 @@ class MicNode(ManagedNode):
         now = time.monotonic()
         if self._origin is None:
             if self._matched_at is None:
-                if self._publisher.get_subscription_count() > 0:
+                count = self._publisher.get_subscription_count()
+                if count >= self.config.wait_for_subscribers:
                     self._matched_at = now
                 return
             if now - self._matched_at < MATCH_GRACE_S:
