@@ -613,11 +613,13 @@ def test_content_words_leave_out_function_words() -> None:
 
     assert content_words("Sam, could you close the garage door, please?") == {
         "sam",
-        "close",
-        "garage",
+        "clos",
+        "gara",
         "door",
     }
     assert content_words("Oh, it is so.") == frozenset()
+    # stems survive a recogniser's garbling of endings
+    assert content_words("pass me the charge") == content_words("pass me the charger")
 
 
 def test_idle_answered_within_the_window_and_before_the_request() -> None:

@@ -575,19 +575,25 @@ _STOPWORDS = frozenset(
 )
 
 
+#: Content words are compared by their first letters (a crude stem that also survives a
+#: recogniser's "charge" for "charger" or "move" for "moved").
+STEM_LETTERS = 4
+
+
 def content_words(text: str) -> frozenset[str]:
-    """The lower-cased words of ``text`` of three letters or more that are not function words
-    (names included); what merging is judged on."""
-    words = re.findall(r"[a-z0-9']+", text.lower())
-    return frozenset(w.strip("'") for w in words if len(w) >= 3 and w not in _STOPWORDS)
+    """The stems (first :data:`STEM_LETTERS` letters) of the lower-cased words of ``text`` of
+    three letters or more that are not function words (names included); what merging is
+    judged on."""
+    words = (w.strip("'") for w in re.findall(r"[a-z0-9']+", text.lower()))
+    return frozenset(w[:STEM_LETTERS] for w in words if len(w) >= 3 and w not in _STOPWORDS)
 
 
 def _holds(query: str, remark: frozenset[str]) -> bool:
-    """Whether ``query`` holds at least half (and at least one) of the ``remark`` words."""
+    """Whether ``query`` holds at least a third (and at least one) of the ``remark`` stems."""
     if not remark:
         return False
     shared = len(remark & content_words(query))
-    return shared >= max(1, math.ceil(len(remark) / 2))
+    return shared >= max(1, math.ceil(len(remark) / 3))
 
 
 def _idle_scores(

@@ -477,7 +477,7 @@ def _render(runs: Sequence[Mapping[str, Any]], out_dir: Path) -> str:
         f"Answered: assistant speech starting from the remark's start to "
         f"{cfg.get('idle_window_s')} s after its end (or to the next request, if sooner); "
         "lower is better, a failed sample counts as answered. Merged: a delegated query holds "
-        "at least half of the remark's own content words.",
+        "at least a third of the remark's own content-word stems and one of the request's.",
     ]
     deleg = main.get("delegation", {})
     c = deleg.get("confusion", {})
