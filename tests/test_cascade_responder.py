@@ -495,3 +495,29 @@ def test_the_packaged_model_answers_an_interruption_within_its_bounds(lm: object
     assert len(lm.encode(reply.stream.text)) <= config.max_tokens + 1 or reply.stream.replaced  # type: ignore[attr-defined]
     # on topic by construction: it names something asked, or was replaced by a question that does
     assert content_words(spoken) & content_words(ask)
+
+
+def test_a_reply_that_keeps_the_user_waiting_gives_way_to_its_fallback(tmp_path: Path) -> None:
+    """Generation that produces nothing: after three silent units the turn says the
+    clarifying question (which names the request) instead of staying silent."""
+    gate = threading.Semaphore(0)  # never released while the session runs
+    engine = ScriptedLm(["The garage door is open."], gate)
+    responder = CascadeResponder(lambda _: False, engine=engine, capabilities=[])
+    frontend = PolicyFrontend(NeverYield(), responder=responder, stream_wait_s=0.05)
+    ask = espeak_16k("Is the garage door open?", tmp_path / "ask.wav", voice="en-us+m3", wpm=160)
+    audio = np.zeros(10 * RATE, dtype=np.float32)
+    audio[RATE // 2 : RATE // 2 + ask.size] = 0.5 * ask / np.abs(ask).max()
+    try:
+        session = run_offline(audio, RATE, frontend, clock=FakeClock())
+    finally:
+        gate.release()
+    speak = [s for s in frontend.steps if s.decision.value == "speak"]
+    said = [
+        r.payload
+        for r in session.timeline.records_after(0, 10**6)
+        if r.kind.value == "assistant_text" and r.payload["text"].strip()
+    ]
+    assert speak and speak[0].started == "reply"
+    spoken = " ".join(p["text"] for p in said)
+    assert "garage door" in spoken and "is open" not in spoken
+    assert said[0]["unit"] - speak[0].unit_index <= 3  # at most three silent units

@@ -9,12 +9,22 @@ user *heard* of the assistant, cut where a turn was interrupted):
 3. a bare back-channel or filler ("uh-huh", "okay", "um") is not answered at all;
 4. fixed phrases only for fixed social moves: a request that is wholly a greeting, thanks or
    goodbye (:data:`FIXED_PHRASES`), and "say that again" (the last reply, repeated);
-5. a request the delegation router sends to the harness: ``"Let me check."`` and a private
+5. a question about the turn the user just interrupted (:meth:`CascadeResponder.about_answer`)
+   is answered from that turn's whole text — what was heard and what was still to come;
+6. a request the delegation router sends to the harness: an acknowledgement naming it
+   (:func:`check_phrase_for`: "Let me check when the bakery opens.") and a private
    ``<delegate>`` span holding the cleaned query (the router decides, not the language model);
-6. everything else — questions about the assistant, interruptions, corrections, remarks — is
+7. everything else — questions about the assistant, interruptions, corrections, remarks — is
    answered by the language model (:class:`~venus_ros.frontends.cascade.lm.ChatLm`), whose
    system prompt says who the assistant is and what it can do, read from the configured tools
-   (:func:`capabilities_from_tools`).
+   (:func:`capabilities_from_tools`), followed by example exchanges (:data:`FEW_SHOTS`).
+
+A generated reply must be about the request: it is held until it names one of the user's
+content words (for a question about the interrupted turn: until its first sentence carries
+something of the sentence asked about and little that was never said); one that does not is
+replaced by a question naming the request (:func:`clarifying_question`) or by the sentence
+asked about ("I said: ..."). It may start with a lead-in naming what was asked
+(:func:`lead_in`: "Which day?"), spoken while the rest is generated.
 
 Generation runs on a thread of its own (:class:`ReplyStream`) at a lower CPU priority than the
 unit loop, bounded in tokens and time; it starts speculatively as soon as a final transcript
@@ -22,7 +32,7 @@ arrives (:meth:`CascadeResponder.prepare`), so the first phrase is usually ready
 takes the turn. The turn player asks the
 stream for finished phrases at every unit (:meth:`ReplyStream.take`, waiting at most a bounded
 time), so the first words are spoken while the rest is generated; a unit never waits longer.
-Without an engine (``lm=none``), step 6 is an acknowledgement ("Okay.").
+Without an engine (``lm=none``), step 7 is an acknowledgement ("Okay.").
 """
 
 from __future__ import annotations
@@ -54,14 +64,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLARIFY_PHRASE",
+    "FEW_SHOTS",
     "FIXED_PHRASES",
+    "STOP_WORDS",
     "CascadeResponder",
     "Conversation",
     "FixedPhrase",
     "LmConfig",
     "ReplyStream",
     "capabilities_from_tools",
+    "check_phrase_for",
+    "clarifying_question",
+    "content_words",
+    "lead_in",
     "make_lm",
+    "request_phrase",
+    "with_context",
 ]
 
 log = logging.getLogger("venus_ros.frontends.cascade.responder")
@@ -673,6 +691,19 @@ class ReplyStream:
     def cancel(self) -> None:
         """Stop generating (at the next token)."""
         self._cancel.set()
+
+    def give_up(self) -> str:
+        """End a reply that has handed out nothing yet: generation stops and the fallback is
+        what it says (returned; '' when something was already handed out, which then ends the
+        reply). The turn player calls it when the reply keeps the user waiting too long."""
+        self.cancel()
+        with self._cond:
+            gave = self._gave
+            self._taken = len(self._text)
+            self._done = True
+            self._gave = True
+            self._cond.notify_all()
+        return "" if gave else self.fallback
 
     def pending(self) -> str:
         """The speakable text generated but not yet taken (what was about to be said)."""

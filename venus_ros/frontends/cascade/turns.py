@@ -39,8 +39,10 @@ class Turn:
         forced: The turn was scheduled (not chosen by the floor policy).
         total16: The turn's audio so far, in 16 kHz samples.
         intervals: Where its audio plays, microphone samples ``[start, end)``.
-        source: A reply stream still producing words (``take(wait_s)``, ``cancel()``).
+        source: A reply stream still producing words (``take(wait_s)``, ``cancel()``, and
+            optionally ``give_up() -> str``).
         said: The text handed out so far, piece by piece.
+        waited: Units in a row that had nothing to hand out while the stream was producing.
     """
 
     chunks: deque[tuple[str, np.ndarray]]
@@ -49,6 +51,7 @@ class Turn:
     intervals: list[list[float]] = field(default_factory=list)
     source: Any = None
     said: list[str] = field(default_factory=list)
+    waited: int = 0
 
     def heard_text(self) -> str:
         """The visible words handed out so far (private spans removed)."""
@@ -72,13 +75,25 @@ class TurnPlayer:
         max_unit_audio_s: Most audio per piece, in seconds.
         stream_wait_s: Longest :meth:`feed` waits for a stream's next phrase when nothing of
             the turn is left to hand out.
+        max_wait_units: After this many units in a row with nothing to say, the stream gives
+            up (``give_up()``): its fallback is said if it said nothing yet, else the turn
+            ends, so a slow generation never leaves the user in silence for long.
     """
 
-    def __init__(self, tts: Tts, max_unit_audio_s: float = 1.0, stream_wait_s: float = 0.15):
+    def __init__(
+        self,
+        tts: Tts,
+        max_unit_audio_s: float = 1.0,
+        stream_wait_s: float = 0.15,
+        max_wait_units: int = 3,
+    ):
+        if max_wait_units < 1:
+            raise ValueError(f"max_wait_units: must be >= 1, got {max_wait_units}")
         self.tts = tts
         self.rate = int(tts.output_rate)
         self.max_unit_audio_s = float(max_unit_audio_s)
         self.stream_wait_s = float(stream_wait_s)
+        self.max_wait_units = int(max_wait_units)
 
     @property
     def chunk(self) -> int:
@@ -117,6 +132,13 @@ class TurnPlayer:
         if turn.source is None:
             return
         text, done = turn.source.take(self.stream_wait_s if not turn.chunks else 0.0)
+        if not text.strip() and not done and not turn.chunks:
+            turn.waited += 1
+            give_up = getattr(turn.source, "give_up", None)
+            if turn.waited >= self.max_wait_units and callable(give_up):
+                text, done = give_up(), True
+        elif text.strip():
+            turn.waited = 0
         if done:
             turn.source = None
         if not text.strip():
