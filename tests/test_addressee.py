@@ -17,6 +17,7 @@ from venus_ros.frontends import make_frontend
 from venus_ros.frontends.cascade.addressee import (
     MODEL_PATH,
     QUIET_MARGIN_DB,
+    SOFTER_DB,
     Addressee,
     AddresseeHead,
     Utterance,
@@ -91,10 +92,12 @@ def test_names_questions_and_level_decide_before_the_text() -> None:
     assert far.level_delta_db == pytest.approx(-12.0)
     clear = Addressee("Venus", head=fixed_head(0.95), embedder=HashEmbedder())
     assert clear.judge(Utterance("what time is it", 0.0, clear.user_db - 12.0)).addressed
-    # below the head's threshold: not addressed; above: addressed
+    # below the head's threshold and softer than the user: not addressed; at the user's
+    # level the phrasing alone never drops speech
     low = Addressee("Venus", head=fixed_head(0.2), embedder=HashEmbedder())
-    assert low.judge(Utterance("ouch my toe", 0.0, -23.0)).reason == "text"
-    assert not low.verdicts[-1].addressed
+    assert low.judge(Utterance("ouch my toe", 0.0, low.user_db)).addressed
+    softer = low.judge(Utterance("ouch my toe", 0.0, low.user_db - SOFTER_DB - 0.5))
+    assert (softer.addressed, softer.reason) == (False, "text")
     # nothing made out: only the level tells
     assert judge.judge(Utterance("", 0.0, judge.user_db)).reason == "no_text"
     assert not judge.judge(Utterance("", 0.0, judge.user_db - QUIET_MARGIN_DB - 1)).addressed
