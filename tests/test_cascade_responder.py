@@ -203,6 +203,7 @@ def test_responder_generates_what_no_fixed_phrase_covers() -> None:
     assert messages[-2]["role"] == "assistant"  # the last example's answer, not the cut turn
     assert responder.respond(request("Say that again.")).spoken == "I'm driving to the"
     assert responder.respond(request("Stop.")).spoken == "Okay, I'll stop."
+    assert responder.respond(request("Shh, wait.")).spoken == "Sure, I'll wait."
 
 
 def test_a_speculative_start_is_reused_for_the_same_request() -> None:

@@ -125,7 +125,7 @@ FIXED_PHRASES: tuple[FixedPhrase, ...] = (
     # Bare commands to stop or wait: the turn was given up; say so, briefly.
     FixedPhrase(
         "stop",
-        r"(?:no )*(?:stop|stop it|stop talking|enough|that's enough|be quiet|quiet|shush|"
+        r"(?:no )*(?:stop|stop it|stop talking|enough|that's enough|be quiet|quiet|shush|shh+|"
         r"never ?mind|cancel that|forget it)",
         "Okay, I'll stop.",
     ),
@@ -133,7 +133,7 @@ FIXED_PHRASES: tuple[FixedPhrase, ...] = (
         "wait",
         r"(?:no )*(?:wait|hold on|hang on|one (?:moment|second|sec)|just a (?:moment|second|sec))"
         r"(?: a (?:moment|second|sec|minute))?",
-        "Sure, I'm listening.",
+        "Sure, I'll wait.",
     ),
     FixedPhrase("no", r"no(?: no)+|no", "Sorry. What did you mean?"),
     FixedPhrase(
@@ -151,7 +151,8 @@ _ACK_ONLY = re.compile(
 _PUNCT = re.compile(r"[^\w\s'-]+")
 _HAS_WORD = re.compile(r"[A-Za-z]{2,}")
 _LEAD = re.compile(
-    r"^(?:(?:so|well|okay|ok|um|uh|hey|and|oh|yeah|yes|right|uh-huh|uh huh|mm-hmm|mhm) )+"
+    r"^(?:(?:so|well|okay|ok|um|uh|er|hmm|hey|and|oh|yeah|yes|right|uh-huh|uh huh|mm-hmm|mhm|"
+    r"shh+|sh|hush) )+"
 )
 _TRAIL = re.compile(r"(?: (?:please|then|now|for me))+$")
 #: A request that refers to what the assistant just said.
