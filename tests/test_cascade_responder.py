@@ -389,6 +389,10 @@ def test_the_delegation_acknowledgement_names_the_request() -> None:
         check_phrase_for("Excuse me, how much does it cost?") == "Let me check how much it costs."
     )
     assert request_phrase("Could you, go to the garage?") == ("go to the garage", False)
+    # the question of a longer request, not its preamble or a cut-off tail
+    assert check_phrase_for("Oh, sorry. Where exactly is it? Do you...") == (
+        "Let me check where exactly it is."
+    )
     assert lead_in("Hold on, how long does it take?") == "How long?"
     assert lead_in("No, I mean the green one.") == "The green one?"
     assert lead_in("What is it?") == lead_in("Is it open?") == ""  # "What?" sounds unheard

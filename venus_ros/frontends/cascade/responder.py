@@ -297,6 +297,19 @@ def _embed(tokens: list[str]) -> list[str]:
     return [*head, subject, aux, *tail]
 
 
+def _asked(request: str) -> str:
+    """The part of a request that asks: its last question ("Sorry to interrupt. Where is
+    it?" -> "Where is it?"), else all of it; a trailing cut-off fragment ("Do you...") is
+    dropped."""
+    text = " ".join(request.split())
+    sentences = [t for t in re.split(r"(?<=[.!?])\s+", text) if t.strip()]
+    whole = [t for t in sentences if not t.endswith("...")] or sentences
+    for sentence in reversed(whole):
+        if sentence.endswith("?") and len(sentence.split()) >= 2:
+            return sentence
+    return " ".join(whole)
+
+
 def request_phrase(request: str, max_words: int = 12) -> tuple[str, bool]:
     """What the user asked for, in the assistant's words, and whether it is a question.
 
@@ -304,7 +317,7 @@ def request_phrase(request: str, max_words: int = 12) -> tuple[str, bool]:
     question becomes an indirect one and pronouns turn around ("can I park there" -> "if you
     can park there"). At most ``max_words`` words; '' when nothing is left.
     """
-    text = _OPENER.sub("", " ".join(request.split())).strip()
+    text = _OPENER.sub("", _asked(request)).strip()
     question = text.endswith("?")
     text = re.sub(r"\s*,\s*", " ", text)
     framed = _FRAME.sub("", text).strip()
@@ -312,13 +325,16 @@ def request_phrase(request: str, max_words: int = 12) -> tuple[str, bool]:
     text = framed
     cased: dict[str, str] = {}
     words: list[str] = []
-    for token in re.sub(r"[?!.;:]+", " ", text).split():
+    previous = "."
+    for raw in text.split():
+        token = re.sub(r"[?!.;:]+", "", raw)
+        start, previous = previous[-1:] in ".!?", raw
+        if not token:
+            continue
         low = token.lower()
-        if token[:1].isupper() and low != "i":
-            cased[low] = token  # names keep their capitals ("Paris"), sentence starts too
+        if token[:1].isupper() and low != "i" and not start:
+            cased[low] = token  # names keep their capitals ("Paris")
         words.extend(_CONTRACTIONS.get(low, low).split())
-    if words and words[0] in cased and not words[0][:1].isdigit():
-        cased.pop(words[0], None)  # the capital of the sentence start
     if words and (words[0] in _WH or words[0] in _AUX):
         question = True
     words = _embed(words)
