@@ -245,3 +245,48 @@ def test_a_gemma3_gguf_file_runs_end_to_end_and_is_built_once(tmp_path: Path) ->
 def test_an_unknown_model_name_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="smollm2-135m, gemma3-270m"):
         resolve_gguf("gemma9-1t", tmp_path)
+
+
+def test_the_next_prompt_runs_only_after_the_prefix_it_shares(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.gguf"
+    _write_gguf(path)
+    import onnxruntime as ort
+
+    lm = OnnxChatLm(path, cache_dir=tmp_path / "cache", no_copy_ngram=0)
+    # the same weights in float32 (the cached file is int8, whose activation scales depend on
+    # the tokens run together): the reuse itself must not change a thing
+    _, weights, cfg = _reference(len(_vocab()[0]))
+    exact = build_gemma3_onnx(weights, cfg, int8_embedding=False)
+    lm._session = ort.InferenceSession(exact.SerializeToString())
+    first = lm.encode("<bos><start_of_turn>user\nhello world hello")
+    longer = [*first, *lm.encode(" world<end_of_turn>\n<start_of_turn>model\n")]
+    list(lm.generate_ids(first, 4))
+    assert lm.last_reused_tokens == 0  # nothing cached yet
+    reused = list(lm.generate_ids(longer, 4))
+    assert lm.last_reused_tokens == len(first)
+    list(lm.generate_ids(longer, 4))
+    assert lm.last_reused_tokens == len(longer) - 1  # the last token is always run
+    other = lm.encode("<bos><start_of_turn>model\nhello")
+    list(lm.generate_ids(other, 2))
+    assert lm.last_reused_tokens == 2  # only <bos><start_of_turn> is shared
+    lm.reuse_prefix = False
+    assert list(lm.generate_ids(longer, 4)) == reused  # the same choice as a whole pass
+    assert lm.last_reused_tokens == 0
+
+
+def test_the_packaged_model_does_not_run_the_system_prompt_twice() -> None:
+    from venus_ros.audio.vad import ModelPackageMissing
+
+    try:
+        lm = OnnxChatLm()
+    except ModelPackageMissing as exc:
+        pytest.skip(str(exc))
+    system = {"role": "system", "content": "You are Venus, a friendly home robot."}
+    first = "".join(lm.stream([system, {"role": "user", "content": "Hi."}], 4, threading.Event()))
+    assert first and lm.last_reused_tokens == 0
+    asked = [system, {"role": "user", "content": "What can you do?"}]
+    assert "".join(lm.stream(asked, 4, threading.Event()))
+    # the system turn and the user header (int8 logits then differ slightly from a whole
+    # pass: dynamic quantisation scales activations over the tokens run together)
+    shared = f"<|im_start|>system\n{system['content']}<|im_end|>\n<|im_start|>user\n"
+    assert lm.last_reused_tokens == len(lm.encode(shared))
