@@ -466,7 +466,8 @@ class FloorStep:
 
     Attributes:
         unit_index: The unit.
-        action: The policy's answer for the boundary observation.
+        action: The policy's answer for the boundary observation (``YIELD`` where a sub-step
+            yield stopped the turn before the boundary).
         decision: The decision returned to the loop.
         end_of_turn: Whether the output ended the turn.
         started: What began at this boundary: ``"scheduled"``, a :class:`Response` kind, or
