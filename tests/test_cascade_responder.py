@@ -526,3 +526,21 @@ def test_a_reply_that_keeps_the_user_waiting_gives_way_to_its_fallback(tmp_path:
     spoken = " ".join(p["text"] for p in said)
     assert "garage door" in spoken and "is open" not in spoken
     assert said[0]["unit"] - speak[0].unit_index <= 3  # at most three silent units
+
+
+def test_a_question_about_the_answer_finds_the_sentence_it_is_about() -> None:
+    conversation = Conversation()
+    conversation.add(
+        "assistant",
+        "The gym opens early.",
+        True,
+        "Classes run on Tuesdays and Fridays. Each class lasts forty minutes. It costs five "
+        "pounds. The lockers are next to the pool.",
+    )
+    assert conversation.context().startswith("The gym opens early. Classes run")
+    assert conversation.focus("Which day was that?") == "Classes run on Tuesdays and Fridays."
+    assert conversation.focus("Sorry, how long is it?") == "Each class lasts forty minutes."
+    assert conversation.focus("How much is that?") == "It costs five pounds."
+    assert conversation.focus("Where are the lockers?") == "The lockers are next to the pool."
+    # nothing shared and no kind of answer asked for: the sentence that was being said
+    assert conversation.focus("Hmm, what?") == "Classes run on Tuesdays and Fridays."

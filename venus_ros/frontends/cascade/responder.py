@@ -492,7 +492,11 @@ class Conversation:
         if not sentences:
             return ""
         asked = content_words(request)
-        scores = [len(content_words(t) & asked) for t in sentences]
+        kinds = [answer for question, answer in _ANSWER_TYPES if question.search(request)]
+        scores = [
+            2 * len(content_words(t) & asked) + sum(1 for a in kinds if a.search(t))
+            for t in sentences
+        ]
         if max(scores) > 0:
             return sentences[scores.index(max(scores))]
         done = 0
@@ -527,6 +531,44 @@ class Conversation:
         content = request if latest is None else with_context(latest[2], request)
         out.append({"role": "user", "content": content})
         return out
+
+
+_NUMBER = (
+    r"\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|"
+    r"thirty|forty|fifty|hundred|half|a couple"
+)
+#: Question kind -> what a sentence answering it holds (a day, a time, a duration, an amount,
+#: a place): which sentence of the interrupted turn a question is about, when no word is shared.
+_ANSWER_TYPES: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
+    (re.compile(q, re.IGNORECASE), re.compile(a, re.IGNORECASE))
+    for q, a in (
+        (
+            r"\b(?:which|what) (?:day|date)\b|\bwhen\b",
+            r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|\b(?:today|tomorrow|tonight|"
+            r"weekends?|(?:next|this|last) (?:week|month|year))\b|\bevery\b",
+        ),
+        (
+            r"\bwhat time\b|\bwhen\b|\bhow early\b|\bhow late\b",
+            rf"\b(?:at|by|until|before|after) (?:{_NUMBER}|noon|midnight)\b|o'clock|"
+            r"\bhalf past\b|\bquarter (?:past|to)\b",
+        ),
+        (
+            r"\bhow long\b|\bhow often\b",
+            rf"\b(?:{_NUMBER}|a|an|few|every|each) (?:\w+ )?(?:seconds?|minutes?|hours?|days?|"
+            r"weeks?|months?|years?|times?)\b|\b(?:daily|weekly|monthly|every|once|twice)\b",
+        ),
+        (
+            r"\bhow (?:much|many)\b|\bcosts?\b|\bprice\b",
+            rf"\b(?:{_NUMBER}) (?:pounds?|dollars?|euros?|cents?|pence|quid|bucks)\b|[£$€]\d|"
+            r"\b(?:free|costs?|price)\b",
+        ),
+        (
+            r"\bwhere\b",
+            r"\b(?:in|at|on|near|behind|beside|opposite|outside|inside|next to|across from) "
+            r"(?:the|a|your|our)\b|\b(?:upstairs|downstairs)\b",
+        ),
+    )
+)
 
 
 def with_context(said: str, request: str) -> str:
