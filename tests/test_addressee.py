@@ -65,6 +65,8 @@ def fixed_head(score: float) -> AddresseeHead:
         ("Sorry, how much is it?", None),
         ("Thanks.", None),
         ("Friday, is the shop open?", None),
+        ("What's the tallest mountain? Africa?", None),
+        ("Sam!", None),
         ("Could you bring me the red cup?", None),
         ("Text Grace that dinner will be late.", None),
     ],

@@ -124,8 +124,9 @@ def _is_name_like(word: str, assistant: str) -> bool:
 def vocative(text: str, assistant: str = "venus") -> str | None:
     """The person ``text`` addresses by name at its start or end, lower case, or None.
 
-    A vocative is a name-like word set off by a comma (or the sentence end): "Sam, ...",
-    "Hey Sam, ...", "Okay, Sam, ...", "... please, Sam." or "Thanks, Sam!". The assistant's name
+    A vocative is a name-like word set off from the rest of the sentence by a comma:
+    "Sam, ...", "Hey Sam, ...", "Okay, Sam, ...", "... please, Sam." or "Thanks, Sam!" (not
+    "... mountain? Africa?"). The assistant's name
     counts wherever it is set off like that (also "hey Venus" without a comma), and so do
     "robot", "assistant" and "computer" set off by a comma (the assistant's name is returned).
 
@@ -137,9 +138,33 @@ def vocative(text: str, assistant: str = "venus") -> str | None:
     words = _TOKEN.findall(text)
     if any(w.lower() == assistant for w in words[:3] + words[-2:]):
         return assistant
-    clauses = [c.strip() for c in re.split(r"[,.!?;:]+", text) if c.strip()]
-    if not clauses:
-        return None
+    pieces = re.split(r"([,.!?;:]+)", text)
+    # (clause, delimiter before it, delimiter after it), empty clauses left out
+    clauses = [
+        (
+            pieces[i].strip(),
+            pieces[i - 1] if i else "",
+            pieces[i + 1] if i + 1 < len(pieces) else "",
+        )
+        for i in range(0, len(pieces), 2)
+        if pieces[i].strip()
+    ]
+    if len(clauses) < 2:
+        return None  # one clause ("Thanks.", "Sam!"): no vocative set off from the rest
+    # A vocative is set off by a comma: "Sam, ..." / "..., Sam." ("...? Africa?" is not one).
+    candidates = [(c, "," in after) for c, _, after in clauses[:2]]
+    candidates.append((clauses[-1][0], "," in clauses[-1][1]))
+    for clause, comma in candidates:
+        tokens = _TOKEN.findall(clause)
+        if tokens and tokens[0].lower() in ("hey", "oi", "hi", "hello", "thanks", "cheers", "ok"):
+            tokens = tokens[1:]
+        if not comma or len(tokens) != 1:
+            continue
+        if tokens[0].lower() in _SELF_TERMS:
+            return assistant  # "Hi there, robot!"
+        if _is_name_like(tokens[0], assistant):
+            return tokens[0].lower()
+    return None
     candidates = clauses[:2] + clauses[-1:]
     for clause in candidates:
         tokens = _TOKEN.findall(clause)
