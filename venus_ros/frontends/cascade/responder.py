@@ -337,6 +337,8 @@ def request_phrase(request: str, max_words: int = 12) -> tuple[str, bool]:
         words.extend(_CONTRACTIONS.get(low, low).split())
     if words and (words[0] in _WH or words[0] in _AUX):
         question = True
+    while words and words[-1] in ("please", "thanks", "now", "then"):
+        words.pop()  # courtesy and fillers at the end
     words = _embed(words)
     spoken = []
     for i, word in enumerate(words):
