@@ -307,3 +307,25 @@ def test_a_stated_duration_lowers_the_bar_to_the_floor(
     decision = router.decide(text)
     assert decision.delegate is delegate
     assert (decision.span is not None) is delegate
+
+
+def test_the_router_corpus_shares_no_request_with_the_evaluation_phrases() -> None:
+    """The router is trained on its corpus; the evaluation part of the synthesizer must hold
+    nothing it was trained on (measure on what was not fitted)."""
+    import re
+
+    from venus_ros.eval import phrases_eval
+
+    def norm(text: str) -> str:
+        return " ".join(re.sub(r"[^a-z0-9 ]", " ", text.lower()).split())
+
+    evaluation = {
+        norm(phrase)
+        for bank in vars(phrases_eval).values()
+        if isinstance(bank, tuple)
+        for phrase in bank
+        if isinstance(phrase, str)
+    }
+    trained = {norm(item.text) for item in load_corpus()}
+    assert len(evaluation) > 100 and len(trained) > 1000
+    assert not trained & evaluation, sorted(trained & evaluation)
