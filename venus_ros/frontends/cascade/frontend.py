@@ -48,6 +48,7 @@ from venus_ros.frontends.cascade.responder import (
     capabilities_from_tools,
     make_lm,
 )
+from venus_ros.frontends.perception import FRAME_S
 from venus_ros.frontends.policy import (
     Delegator,
     FloorPolicy,
@@ -158,7 +159,6 @@ def load_parts(
 
 
 _SAMPLE_RATE = 16000  # microphone samples per second (the unit timeline)
-_FRAME_S = 0.010  # the VAD frame
 
 
 @dataclass
@@ -262,7 +262,7 @@ class CascadeFrontend(PolicyFrontend):
             if i < acc.seen or p < obs.vad_threshold:
                 continue
             if acc.start_s is None:
-                acc.start_s = obs.frames_start_s + i * _FRAME_S
+                acc.start_s = obs.frames_start_s + i * FRAME_S
             if not playing:
                 acc.energy += 10.0 ** (db / 10.0)
                 acc.voiced += 1
