@@ -5,17 +5,14 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from venus_ros.frontends.cascade.floor import (
     ACOUSTIC_FEATURES,
-    FEATURE_VERSION,
     MODEL_PATH,
     N_FEATURES,
-    SUBSTEPS,
     TEXT_DIM,
     FloorFeatures,
     FloorModel,
@@ -116,12 +113,11 @@ def test_quiet_listening_features() -> None:
     v = features.vector(make_obs())
     assert v.shape == (N_FEATURES,)
     assert feature(v, "assistant_speaking") == 0.0
-    assert feature(v, "w1_speech_frac") == 0.0
-    assert feature(v, "w1_speech_db") == 0.0  # silence maps to the floor of the dB scale
+    assert feature(v, "speech_frac") == 0.0
+    assert feature(v, "speech_db") == 0.0  # silence maps to the floor of the dB scale
     assert feature(v, "trailing_silence") == pytest.approx(0.8)
     assert feature(v, "log_trailing_silence") == pytest.approx(np.log1p(4.0))
-    assert feature(v, "w1_voiced_frac") == 0.0
-    assert feature(v, "utt_active") == 0.0
+    assert feature(v, "pitch_voiced_frac") == 0.0
     assert feature(v, "has_text") == 0.0
     assert not v[len(ACOUSTIC_FEATURES) :].any()  # no text: the embedding is zeros
 
@@ -131,21 +127,14 @@ def test_overlap_features_energy_pitch_and_text() -> None:
     v = FloorFeatures(None).vector(obs)
     assert feature(v, "assistant_speaking") == 1.0
     assert feature(v, "forced_turn") == 1.0
-    assert feature(v, "w1_speech_frac") == pytest.approx(1.0)
-    assert feature(v, "w1_overlap_frac") == pytest.approx(1.0)
-    assert feature(v, "w1_vad_max") == pytest.approx(0.95)
-    assert feature(v, "w1_speech_db") == pytest.approx((-25.0 + 60.0) / 30.0)
+    assert feature(v, "speech_frac") == pytest.approx(1.0)
+    assert feature(v, "overlap_frac") == pytest.approx(1.0)
+    assert feature(v, "vad_max") == pytest.approx(0.95)
+    assert feature(v, "speech_db") == pytest.approx((-25.0 + 60.0) / 30.0)
     assert feature(v, "assistant_remaining") == pytest.approx(0.4)
-    assert feature(v, "w1_pitch_mean") == pytest.approx(150.0 / 300.0)
-    assert feature(v, "w1_pitch_std") == pytest.approx(0.0)
-    assert feature(v, "w1_voiced_frac") == pytest.approx(20 / 31)
-    # the last 0.2 s (6 frames) are the unvoiced tail of the pitch track, still speech
-    assert feature(v, "w02_speech_frac") == pytest.approx(1.0)
-    assert feature(v, "w02_voiced_frac") == 0.0
-    assert feature(v, "p1_speech_frac") == 0.0  # nothing heard before this unit
-    assert feature(v, "utt_active") == 1.0
-    assert feature(v, "utt_began_over_assistant") == 1.0
-    assert feature(v, "utt_speech") == pytest.approx(31 * 0.032 / 5.0)
+    assert feature(v, "pitch_mean") == pytest.approx(150.0 / 300.0)
+    assert feature(v, "pitch_std") == pytest.approx(0.0)
+    assert feature(v, "pitch_voiced_frac") == pytest.approx(20 / 31)
     assert feature(v, "text_words") == pytest.approx(3 / 20)  # finals + partial
     assert observation_text(obs, partials=False) == "wait"
     v2 = FloorFeatures(None, partials=False).vector(obs)
@@ -156,66 +145,37 @@ def test_history_utterance_and_after_yield_state() -> None:
     features = FloorFeatures(None)
     first = overlapping()
     features.advance(first, FloorAction.KEEP_SPEAKING)
-    # the next unit: half of it speech, then silence
-    half = (0.95,) * 16 + (0.01,) * 15
-    second = overlapping(unit_index=4, t=5.0, vad_probs=half, user_speech_s=0.512)
+    second = overlapping(unit_index=4, t=5.0, user_speech_s=0.5, overlap_s=0.5)
     v = features.vector(second)
-    # the utterance runs on over both units; the second before is kept in the windows
-    assert feature(v, "utt_speech") == pytest.approx((31 + 16) * 0.032 / 5.0)
-    assert feature(v, "utt_overlap") == pytest.approx(1.0)
-    assert feature(v, "utt_active") == 0.0  # 15 silent frames: longer than the 10-frame gap
-    assert feature(v, "w1_speech_frac") == pytest.approx(16 / 31)
-    assert feature(v, "p1_speech_frac") == pytest.approx(1.0)
-    assert feature(v, "w05_speech_frac") == pytest.approx(1 / 16)  # 16 frames, one voiced
+    # the utterance runs on over both units; the previous unit's statistics are kept
+    assert feature(v, "utterance_speech") == pytest.approx((0.992 + 0.5) / 5.0)
+    assert feature(v, "utterance_overlap") == pytest.approx((0.992 + 0.5) / 5.0)
+    assert feature(v, "prev1_speech_frac") == pytest.approx(1.0)
+    assert feature(v, "prev2_speech_frac") == 0.0
     assert feature(v, "after_yield") == 0.0
     features.advance(second, FloorAction.YIELD)
-    # next observation: the turn is over (our yield): after_yield is on while listening
+    # next boundary: the turn is over (our yield): after_yield is on while listening
     listening = make_obs(unit_index=5, t=6.0, trailing_silence_s=0.4, user_turn_speech_s=1.5)
     assert feature(features.vector(listening), "after_yield") == 1.0
     features.advance(listening, FloorAction.KEEP_LISTENING)
     assert feature(features.vector(listening), "after_yield") == 1.0
-    # the utterance is over; speaking again clears after_yield
-    assert feature(features.vector(listening), "utt_active") == 0.0
+    # silence resets the utterance; speaking again clears after_yield
+    assert feature(features.vector(listening), "utterance_speech") == 0.0
     speaking = make_obs(unit_index=6, t=7.0, assistant_speaking=True)
     features.advance(speaking, FloorAction.KEEP_SPEAKING)
     assert features.state.after_yield is False
     features.reset()
-    assert features.state.utterance.voiced == 0 and not features.state.vad
-
-
-def test_substeps_take_each_frame_in_once_and_count_bursts() -> None:
-    """Sub-step observations of one unit repeat its earlier frames: each is counted once."""
-    features = FloorFeatures(None)
-    burst = (0.9,) * 5 + (0.0,) * 4  # "no" and a pause, three times: three bursts
-    probs = burst * 3
-    n = len(probs)
-    for k, cut in enumerate((9, 18, n)):
-        obs = overlapping(
-            substep=k,
-            substeps=3,
-            vad_probs=probs[:cut],
-            frame_db=(-25.0,) * cut,
-            assistant_frames=(True,) * cut,
-            frame_f0=(120.0,) * cut,
-        )
-        v = features.vector(obs)
-        features.vector(obs)  # again (another text variant): nothing taken in twice
-        features.advance(obs, FloorAction.KEEP_SPEAKING)
-    assert len(features.state.vad) == n
-    assert feature(v, "utt_bursts") == pytest.approx(3 / 5)
-    assert feature(v, "utt_speech") == pytest.approx(15 * 0.032 / 5.0)
-    assert feature(v, "w05_speech_frac") == pytest.approx(8 / 16)
+    assert features.state.utterance_s == 0.0 and not features.state.prev[0].any()
 
 
 def test_unanswered_overlap_share_restarts_when_the_assistant_takes_the_floor() -> None:
     features = FloorFeatures(None)
-    voiced = (0.95,) * 16 + (0.01,) * 15
-    talk_over = overlapping(vad_probs=voiced, user_turn_speech_s=0.512)
+    talk_over = overlapping(user_speech_s=0.5, overlap_s=0.5, user_turn_speech_s=0.5)
     assert feature(features.vector(talk_over), "unanswered_overlap") == pytest.approx(1.0)
     features.advance(talk_over, FloorAction.KEEP_SPEAKING)
-    # after the turn: 0.512 s more, not overlapped: half of the unanswered speech overlapped
+    # after the turn: 0.5 s more, not overlapped: half of the unanswered speech overlapped
     alone = make_obs(
-        unit_index=4, t=5.0, vad_probs=voiced, user_turn_speech_s=1.024, trailing_silence_s=0.0
+        unit_index=4, t=5.0, user_speech_s=0.5, user_turn_speech_s=1.0, trailing_silence_s=0.0
     )
     assert feature(features.vector(alone), "unanswered_overlap") == pytest.approx(0.5)
     features.advance(alone, FloorAction.START_SPEAKING)
@@ -278,7 +238,7 @@ def test_onnx_matches_numpy_forward(tmp_path: Path) -> None:
 def hand_model(tmp_path: Path, **settings: object) -> Path:
     """A model whose p_yield follows the overlap fraction and p_start the trailing silence."""
     w1 = np.zeros((N_FEATURES, 2), np.float32)
-    w1[ACOUSTIC_FEATURES.index("w1_overlap_frac"), 0] = 1.0
+    w1[ACOUSTIC_FEATURES.index("overlap_frac"), 0] = 1.0
     w1[ACOUSTIC_FEATURES.index("trailing_silence"), 1] = 1.0
     values: dict[str, object] = {"yield_threshold": 0.5, "yield_count": 1, "start_threshold": 0.5}
     values.update(settings)
@@ -301,8 +261,9 @@ def test_policy_decisions_and_rules(tmp_path: Path) -> None:
     assert policy.decide(overlapping()) is FloorAction.KEEP_SPEAKING
     assert policy.last_probs[0] > 0.99
     assert policy.decide(overlapping(unit_index=4, t=5.0)) is FloorAction.YIELD
-    # once yielded, it keeps yielding until the turn is over, whatever the model says now
-    assert policy.decide(make_obs(unit_index=5, assistant_speaking=True)) is FloorAction.YIELD
+    # a sub-step observation is answered without the model and changes nothing
+    sub = overlapping(substep=0, substeps=4)
+    assert policy.decide(sub) is FloorAction.KEEP_SPEAKING
     # listening: starts after silence, but only with something to answer
     quiet = make_obs(trailing_silence_s=2.0, user_turn_speech_s=1.0)
     assert policy.decide(quiet) is FloorAction.START_SPEAKING
@@ -332,53 +293,6 @@ def test_policy_decisions_and_rules(tmp_path: Path) -> None:
     assert strict.decide(replace(waiting, trailing_silence_s=2.5)) is FloorAction.START_SPEAKING
 
 
-def test_policy_decides_at_sub_steps_and_keeps_the_decision_to_the_boundary(
-    tmp_path: Path,
-) -> None:
-    policy = TrainedFloorPolicy(hand_model(tmp_path), text=False)
-    assert policy.substeps == SUBSTEPS  # the model says how often it wants to be asked
-    quiet = (0.01,) * 6
-    talk = (0.95,) * 6
-
-    def sub(k: int, probs: tuple[float, ...], **changes: object) -> FloorObservation:
-        n = len(probs)
-        return overlapping(
-            substep=k,
-            substeps=5,
-            t=3.0 + 0.2 * (k + 1),
-            vad_probs=probs,
-            frame_db=(-25.0,) * n,
-            assistant_frames=(True,) * n,
-            frame_f0=(150.0,) * n,
-            **changes,
-        )
-
-    # speech begins in the second sub-step: the window's overlap rises past half by the third
-    assert policy.decide(sub(0, quiet * 6)) is FloorAction.KEEP_SPEAKING
-    policy.reset()
-    assert policy.decide(sub(0, quiet)) is FloorAction.KEEP_SPEAKING
-    assert policy.decide(sub(1, quiet + talk)) is FloorAction.KEEP_SPEAKING
-    decisions = [policy.decide(sub(k, quiet + talk * k)) for k in (2, 3, 4)]
-    assert decisions[-1] is FloorAction.YIELD  # the boundary answers YIELD too
-    assert FloorAction.YIELD in decisions
-    # listening: a start decided at a sub-step is kept to the boundary
-    starter = TrainedFloorPolicy(hand_model(tmp_path), text=False)
-    ready = make_obs(substep=1, substeps=5, trailing_silence_s=2.0, user_turn_speech_s=1.0)
-    assert starter.decide(ready) is FloorAction.START_SPEAKING
-    later = replace(ready, substep=4, trailing_silence_s=0.0, user_speaking=True)
-    assert starter.decide(later) is FloorAction.START_SPEAKING
-    assert starter.decide(replace(later, unit_index=4)) is FloorAction.KEEP_LISTENING
-
-
-def test_a_model_trained_without_text_builds_no_embedder(tmp_path: Path) -> None:
-    model = replace(random_model(np.random.default_rng(2)), metadata={"uses_text": "0"})
-    path = tmp_path / "notext.onnx"
-    path.write_bytes(build_onnx(model).SerializeToString())
-    policy = TrainedFloorPolicy(path)  # text on by default: the model says it reads none
-    assert policy.uses_text is False and policy.features.embedder is None
-    assert policy.decide(overlapping(user_text="stop")) in tuple(FloorAction)
-
-
 def test_policy_rejects_a_model_for_other_features(tmp_path: Path) -> None:
     from onnx import helper
 
@@ -387,11 +301,6 @@ def test_policy_rejects_a_model_for_other_features(tmp_path: Path) -> None:
     path = tmp_path / "old.onnx"
     path.write_bytes(proto.SerializeToString())
     with pytest.raises(ValueError, match="feature version 0"):
-        TrainedFloorPolicy(path, text=False)
-    # a model of the previous feature version (427 features, as committed before) is refused
-    helper.set_model_props(proto, {"feature_version": "2", "n_features": "427"})
-    path.write_bytes(proto.SerializeToString())
-    with pytest.raises(ValueError, match=f"feature version 2 .*version {FEATURE_VERSION}.*retrain"):
         TrainedFloorPolicy(path, text=False)
     with pytest.raises(FileNotFoundError, match="venus-ros train floor"):
         TrainedFloorPolicy(tmp_path / "missing.onnx", text=False)
@@ -403,60 +312,51 @@ def test_committed_model_is_small_and_consistent() -> None:
     assert 0.0 < policy.yield_threshold < 1.0
     assert 0.0 < policy.start_threshold < 1.0
     assert policy.yield_count >= 1
-    assert policy.substeps == SUBSTEPS
     assert MODEL_PATH.with_name("floor_report.md").is_file()
 
 
 # --- on real speech ---------------------------------------------------------------------------
 
 
-def _yields_on(category: str, tmp_path: Path) -> tuple[Any, list[int], list[int]]:
-    """One espeak sample of ``category`` (a training seed) through the floor frontend: the
-    sample, the units the frontend yielded at and the units it started answering at."""
+def test_keeps_speaking_through_backchannel_and_yields_to_interruption(tmp_path: Path) -> None:
     from venus_ros.core.clock import FakeClock
     from venus_ros.core.session import SessionConfig, run_offline
     from venus_ros.eval.synth import synthesize
     from venus_ros.frontends.cascade.floor import make_floor_frontend
 
-    (sample,) = synthesize(
-        tmp_path / category, 1, 1_900_001, [category], split="train", voices="espeak",
+    suite = synthesize(
+        tmp_path / "suite",
+        1,
+        1_900_001,
+        ["backchannel", "interruption"],
+        purpose="train",
+        voices="espeak",
         compact=True,
-    ).samples  # fmt: skip
-    frontend = make_floor_frontend()
-    try:
-        assert frontend.substeps == SUBSTEPS  # the model's own decision rate
-        frontend.schedule_turns([(t.start, t.text) for t in sample.assistant_turns])
-        audio, rate = sample.load_audio()
-        audio = np.concatenate([audio, np.zeros(3 * rate, np.float32)])
-        run_offline(
-            audio, rate, frontend, clock=FakeClock(), config=SessionConfig(timeline_window_s=60)
-        )
-        yielded = [step.unit_index for step in frontend.steps if step.yielded]
-        starts = [s.unit_index for s in frontend.steps if s.started in ("ack", "delegate")]
-    finally:
-        frontend.close()
-    return sample, yielded, starts
-
-
-def test_yields_to_an_interruption_and_answers_after_it(tmp_path: Path) -> None:
-    sample, yielded, starts = _yields_on("interruption", tmp_path)
-    start, end = sample.overlap
-    assert len(yielded) == 1
-    boundary = 1.035 + yielded[0]  # unit 0 is 1.035 s long, later ones 1 s
-    assert start < boundary <= end + 2.0
-    assert starts and starts[0] > yielded[0]  # and it answers after the user finished
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="known miss of the feature-version-3 model: it yields to this one-word backchannel "
-    "('sure') 0.33 s after its onset, like to a one-word command; without words in the first "
-    "half second (partials come after 0.5 s) the two are told apart by level and pitch only "
-    "(cross-validated backchannel continuation 0.75; floor_eval.md)",
-)
-def test_keeps_speaking_through_a_backchannel(tmp_path: Path) -> None:
-    _, yielded, _ = _yields_on("backchannel", tmp_path)
-    assert yielded == []
+    )
+    yields = {}
+    for sample in suite.samples:
+        frontend = make_floor_frontend()
+        try:
+            frontend.schedule_turns([(t.start, t.text) for t in sample.assistant_turns])
+            audio, rate = sample.load_audio()
+            audio = np.concatenate([audio, np.zeros(3 * rate, np.float32)])
+            run_offline(
+                audio, rate, frontend, clock=FakeClock(), config=SessionConfig(timeline_window_s=60)
+            )
+            yields[sample.category] = [
+                (step.unit_index, step.started) for step in frontend.steps if step.yielded
+            ]
+            starts = [s.unit_index for s in frontend.steps if s.started in ("ack", "delegate")]
+        finally:
+            frontend.close()
+        if sample.category == "interruption":
+            start, end = sample.overlap
+            assert len(yields["interruption"]) == 1, frontend.steps
+            unit = yields["interruption"][0][0]
+            boundary = 1.035 + unit  # unit 0 is 1.035 s long, later ones 1 s
+            assert start < boundary <= end + 2.0
+            assert starts and starts[0] > unit  # and it answers after the user finished
+    assert yields["backchannel"] == []
 
 
 # --- training ---------------------------------------------------------------------------------

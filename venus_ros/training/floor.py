@@ -1,61 +1,50 @@
 """Training the floor-control policy (:mod:`venus_ros.frontends.cascade.floor`), reproducibly.
 
-``venus-ros train floor --seed S --echo-share 0.5`` (the committed model) calls
-:func:`train_floor`:
+``venus-ros train floor --seed S`` calls :func:`train_floor`:
 
 1. **Data**: a suite synthesised by the evaluation tools (:func:`venus_ros.eval.synth.synthesize`)
-   from the *training* phrase families and voices (``split="train"``, disjoint from the
-   evaluation ones) with a seed from the train range (``1_000_000 + S``):
-   ``n_per_category`` samples of every category but tool use (overlaps, pauses, turn taking,
-   delegation and the idle categories, where speech not meant for the assistant may be
-   followed by a real request).
-2. **Hearing conditions** (seeded per sample, :func:`_condition`): an ``echo_share`` of the
-   samples is heard through the echo path as a robot hears itself (the played assistant audio
-   fed back into the microphone :data:`ECHO_DELAYS_S` late at :data:`ECHO_GAINS_DB`, the
-   frontend's echo canceller on); independently, a ``noise_share`` gets generated room noise
-   (:func:`room_noise`: pink, brown, mains hum, fan) at one of :data:`NOISE_SNRS_DB` below the
-   speech level, over the whole recording and the silent tail.
-3. **Observations**: each sample is played through the real
+   with a seed from the *train* range (``1_000_000 + S``), so it never shares a seed with an
+   evaluation suite: ``n_per_category`` samples of backchannel, interruption, other_directed,
+   background, pause, turn_taking and delegation (same voices and phrase banks as evaluation
+   suites; note that the phrase banks are shared, only seeds, voices, levels and timing differ).
+2. **Observations**: each sample is played through the real
    :class:`~venus_ros.frontends.policy.PolicyFrontend` (Silero VAD, Whisper tiny.en finals and
-   partials, espeak-ng, AEC3 when echoed) on :func:`venus_ros.core.session.run_offline`,
-   observed at :data:`~venus_ros.frontends.cascade.floor.SUBSTEPS` sub-steps per unit (every
-   200 ms), with the scenario's scripted assistant turn, under a *teacher* policy that follows
-   the labels (teacher forcing): it keeps speaking through backchannels, remarks to others and
-   background talk, yields to an interruption at a random sub-step between 0.3 s after its
-   onset and 1.0 s after its end (every other interruption sample: 1.0 s after its end, so
-   that every observation a yield could happen at is seen), and takes the turn a random
-   0.3-3.0 s after the user's turn has ended.
-4. **Labels**, per observation (sub-step):
+   partials, espeak-ng) on :func:`venus_ros.core.session.run_offline`, with the scenario's
+   scripted assistant turn, under a *teacher* policy that follows the labels (teacher forcing):
+   it keeps speaking through backchannels, remarks to others and background talk, yields to an
+   interruption at a random boundary between 0.4 s after its onset and 1.0 s after its end
+   (every other interruption sample: 1.0 s after its end, so that every boundary a yield
+   could happen at is seen), and takes the turn a random 0.3-3.0 s after the user's turn has
+   ended.
+3. **Labels**, per boundary (the frontend acts at unit boundaries only):
 
    * speaking, scheduled turn of an ``interruption`` sample: ``yield = 1`` from
-     ``overlap start + 0.3 s`` to ``overlap end + 2.0 s`` (the metric's stop window), ``0``
+     ``overlap start + 0.4 s`` to ``overlap end + 2.0 s`` (the metric's stop window), ``0``
      before the onset, not used in between (too little heard to be required) and after;
    * speaking otherwise (backchannel, other_directed, background, the assistant's own
      responses): ``yield = 0``;
    * listening with user speech to answer: ``start = 1`` from 0.3 s after the end of a turn
      that wants an answer (the user's last turn in pause/turn_taking/delegation samples, the
-     interruption's end, the request after idle speech), not used in the 0.3 s before, ``0``
-     otherwise (while the user speaks, in a mid-sentence pause, after a backchannel, a remark
-     to someone else, background talk or idle speech). Listening with nothing to answer is
-     left to the policy's rule (never starts).
+     interruption's end), not used in the 0.3 s before, ``0`` otherwise (while the user speaks,
+     in a mid-sentence pause, after a backchannel, a remark to someone else or background
+     talk). Listening with nothing to answer is left to the policy's rule (never starts).
 
    Each observation gives three rows, one per text variant: finals + partial transcript (the
    frontend with partials), finals only (without partials) and no text (without ASR).
-5. **Model**: a perceptron with one hidden ReLU layer and two sigmoid outputs (yield, start),
-   numpy (float32) training with Adam and class-balanced binary cross-entropy;
+4. **Model**: a perceptron with one hidden ReLU layer and two sigmoid outputs (yield, start),
+   numpy full-precision training with Adam and class-balanced binary cross-entropy;
    standardisation folded into the first layer; exported with the ``onnx`` helper API.
-6. **Validation**: ``folds``-fold cross-validation split by sample (stratified by category):
+5. **Validation**: ``folds``-fold cross-validation split by sample (stratified by category):
    each fold's model is trained on the other folds (early stopping on the held-out fold's
    loss) and predicts the held-out samples, so every sample gets out-of-fold probabilities.
    The final model is trained on all samples for the median best epoch count of the folds.
-7. **Thresholds**: chosen on the out-of-fold probabilities (training data only) by simulating
-   the per-sub-step decisions per sample: the yield threshold and count (1-3 consecutive
-   sub-steps) first reach the goals (interruption response >= 0.90, backchannel continuation
-   >= 0.97, other-directed and background >= 0.90; a yield before the onset is wrong;
-   interruption samples where the teacher yielded late only) with a margin up to
-   :data:`MARGIN_ENOUGH`, then stop soonest after the onset; the start threshold maximises the
-   share of samples whose listening observations are all decided right.
-8. **Outputs** in ``out``: ``floor.onnx``, ``floor.json`` (thresholds, sizes, metrics) and
+6. **Thresholds**: chosen on the out-of-fold probabilities by simulating the decisions per
+   sample: the yield threshold and count maximise the smallest margin over the goals
+   (interruption response >= 0.90, backchannel continuation >= 0.97, other-directed and
+   background >= 0.90; interruption samples where the teacher yielded late only, so that no
+   boundary is missing); the start threshold maximises the share of samples whose listening
+   boundaries are all decided right.
+7. **Outputs** in ``out``: ``floor.onnx``, ``floor.json`` (thresholds, sizes, metrics) and
    ``floor_report.md``.
 
 Everything random is seeded from ``seed``; ONNX Runtime and numpy run on one thread's worth of
@@ -82,11 +71,9 @@ from venus_ros.frontends.cascade.floor import (
     ACOUSTIC_FEATURES,
     FEATURE_VERSION,
     N_FEATURES,
-    SUBSTEPS,
     TEXT_DIM,
     FloorFeatures,
     FloorModel,
-    acoustic_features,
     build_onnx,
     numpy_forward,
 )
@@ -108,11 +95,8 @@ __all__ = [
 CATEGORIES: tuple[str, ...] = tuple(c for c in SCENARIO_CATEGORIES if c != "tool_use")
 #: Overlaps the assistant should talk through.
 RESUME: tuple[str, ...] = tuple(c for c in OVERLAP_CATEGORIES if c != "interruption")
-#: Samples per category by default (the committed model: about 20 minutes in all on a loaded
-#: two-core box; every sample is observed at 5 sub-steps per unit, many through echo and noise).
-DEFAULT_N_PER_CATEGORY = 20
-#: Share of the training samples with room noise by default.
-DEFAULT_NOISE_SHARE = 0.5
+#: Samples per category by default (the committed model; 6-9 minutes in all on two cores).
+DEFAULT_N_PER_CATEGORY = 70
 #: The goals the thresholds are chosen for (share of samples).
 GOALS: Mapping[str, float] = {
     "interruption": 0.90,
@@ -120,28 +104,16 @@ GOALS: Mapping[str, float] = {
     "other_directed": 0.90,
     "background": 0.90,
 }
-YIELD_AFTER_ONSET_S = 0.3
-"""Interrupting speech heard before a yield is required (a one-word command is about this
-long: the stop should follow within half a second of the onset)."""
+YIELD_AFTER_ONSET_S = 0.4
+"""Interrupting speech heard before a yield is required."""
 STOP_WINDOW_S = 2.0
 """The metric's stop window after the overlap's end (docs/eval.md)."""
 START_AFTER_END_S = 0.3
 """Silence after a finished turn from which the policy should take the turn."""
-TAIL_S = 4.0
+TAIL_S = 5.0
 """Silence played after each recording, as the evaluation runner does."""
 VARIANTS = ("full", "finals", "none")
 """Text variants of each observation: finals + partial, finals only, no text."""
-IDLE_CATEGORIES = ("other_directed_idle", "background_idle")
-"""Categories where the assistant is silent and the speech is not for it (never answered)."""
-ECHO_DELAYS_S = (0.03, 0.08)
-"""Range of the echo path's delay (the evaluation's echo needs one 20 ms microphone frame plus
-10 ms at least, so 30 ms is the shortest)."""
-ECHO_GAINS_DB = (-20.0, -6.0)
-"""Range of the echo path's level."""
-NOISE_KINDS = ("pink", "brown", "hum", "fan")
-"""Room noises added to the microphone (generated, seeded; see :func:`room_noise`)."""
-NOISE_SNRS_DB = (24.0, 16.0, 10.0, 5.0)
-"""Speech-to-noise ratios the noise is added at (one drawn per sample)."""
 
 
 def train_seed(seed: int) -> int:
@@ -166,26 +138,15 @@ class TrainConfig:
         l2: Weight decay (on weights, not biases).
         patience: Epochs without a better validation loss before stopping.
         folds: Cross-validation folds (split by sample, stratified by category).
-        text: Train on the text embedding. Off by default: on the training phrase families
-            the 384-d embedding of a few hundred distinct texts is learnt by heart, and
-            cross-validation by sample (variant ``full``) came out worse with it (yield AUC
-            0.80 against 0.90 without, listening pass 0.73 against 0.79; 20 per category).
-            Without it the text columns get zero weights and the model says ``uses_text=0``.
-        hard_negative_weight: Weight, within the yield head's classes, of observations with
-            user speech in the last second (the hard negatives: talking through a
-            backchannel, a remark to someone else). 4.0 cross-validated no better than 1.0
-            (smallest goal margin -0.40 both; stop p50 1.45 s against 1.18 s).
     """
 
-    hidden: int = 32
-    epochs: int = 60
+    hidden: int = 64
+    epochs: int = 80
     batch: int = 256
     lr: float = 1e-3
     l2: float = 1e-4
-    patience: int = 8
+    patience: int = 12
     folds: int = 5
-    text: bool = False
-    hard_negative_weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -235,10 +196,6 @@ def _truth(sample: Any, rng: np.random.Generator, late: bool) -> _Truth:
         s, e = overlap
         respond_after = e
         yield_at = e + 1.0 if late else float(rng.uniform(s + YIELD_AFTER_ONSET_S, e + 1.0))
-    elif category in IDLE_CATEGORIES:
-        # speech not for the assistant; a real request may follow it
-        followups = sample.followups()
-        respond_after = max(turn.end for turn in followups) if followups else None
     elif category not in RESUME and sample.turns:
         respond_after = max(turn.end for turn in sample.turns)
     return _Truth(category, overlap, respond_after, yield_at, float(rng.uniform(0.3, 3.0)))
@@ -268,9 +225,7 @@ def _labels(obs: FloorObservation, truth: _Truth) -> tuple[int, int]:
 
 
 class _Teacher(FloorPolicy):
-    """Follows the labels (see the module docstring) and featurises every observation (every
-    sub-step); a decision taken at a sub-step is kept to the unit's boundary, where the
-    frontend acts on it."""
+    """Follows the labels (see the module docstring) and featurises every boundary."""
 
     name = "floor-teacher"
 
@@ -279,14 +234,18 @@ class _Teacher(FloorPolicy):
         self.truth = truth
         self.features = FloorFeatures(None)
         self.rows: list[Row] = []
-        self._started: int | None = None
+        self._started = False
 
     def reset(self) -> None:
         self.features.reset()
         self.rows = []
-        self._started = None
+        self._started = False
 
     def decide(self, obs: FloorObservation) -> FloorAction:
+        if not obs.is_boundary:
+            return (
+                FloorAction.KEEP_SPEAKING if obs.assistant_speaking else FloorAction.KEEP_LISTENING
+            )
         truth = self.truth
         if obs.assistant_speaking:
             action = FloorAction.KEEP_SPEAKING
@@ -294,22 +253,22 @@ class _Teacher(FloorPolicy):
                 action = FloorAction.YIELD
         else:
             action = FloorAction.KEEP_LISTENING
-            if self._started == obs.unit_index:
-                action = FloorAction.START_SPEAKING
-            elif (
-                self._started is None
+            if (
+                not self._started
                 and truth.respond_after is not None
                 and obs.user_turn_speech_s > 0
                 and obs.t >= truth.respond_after + truth.start_delay
             ):
                 action = FloorAction.START_SPEAKING
-                self._started = obs.unit_index
+                self._started = True
         y_yield, y_start = _labels(obs, truth)
         texts = (
             " ".join(p for p in (obs.user_text.strip(), obs.transcript.strip()) if p),
             obs.user_text.strip(),
             "",
         )
+        from venus_ros.frontends.cascade.floor import acoustic_features
+
         acoustic = np.stack([acoustic_features(obs, self.features.state, x) for x in texts])
         self.rows.append(
             Row(
@@ -328,153 +287,42 @@ class _Teacher(FloorPolicy):
         return action
 
 
-@dataclass(frozen=True)
-class Condition:
-    """How one training sample is heard.
-
-    Attributes:
-        echo: The microphone hears the speaker (and the frontend cancels it, AEC).
-        echo_delay_s: The echo's delay.
-        echo_gain_db: The echo's level.
-        noise: A :data:`NOISE_KINDS` room noise added to the microphone, or None.
-        snr_db: Speech-to-noise ratio of that noise.
-        noise_seed: Seed of the noise.
-    """
-
-    echo: bool = False
-    echo_delay_s: float = 0.06
-    echo_gain_db: float = -12.0
-    noise: str | None = None
-    snr_db: float = 20.0
-    noise_seed: int = 0
-
-
-def room_noise(n: int, rate: int, kind: str, rng: np.random.Generator) -> np.ndarray:
-    """``n`` samples of a room noise at unit RMS, generated (nothing recorded or downloaded).
-
-    Kinds: ``pink`` (1/f power: general room tone), ``brown`` (1/f^2: rumble, traffic),
-    ``hum`` (mains hum at 50 or 60 Hz with harmonics over a faint pink floor), ``fan``
-    (band-limited 150-3000 Hz noise whose level drifts slowly: ventilation).
-
-    Raises:
-        ValueError: an unknown kind.
-    """
-    if kind not in NOISE_KINDS:
-        raise ValueError(f"noise kind must be one of {NOISE_KINDS}, got {kind!r}")
-    if n <= 0:
-        return np.zeros(0, np.float32)
-    freqs = np.fft.rfftfreq(n, 1.0 / rate)
-    spectrum = rng.normal(size=freqs.size) + 1j * rng.normal(size=freqs.size)
-    f = np.maximum(freqs, 20.0)
-    if kind == "pink":
-        shape = 1.0 / np.sqrt(f)
-    elif kind == "brown":
-        shape = 1.0 / f
-    elif kind == "hum":
-        shape = 0.05 / np.sqrt(f)
-    else:
-        shape = ((freqs >= 150.0) & (freqs <= 3000.0)).astype(np.float64)
-    x = np.fft.irfft(spectrum * shape, n)
-    t = np.arange(n) / rate
-    if kind == "hum":
-        mains = float(rng.choice([50.0, 60.0]))
-        x = x / max(float(np.sqrt(np.mean(x * x))), 1e-12) * 0.1
-        for k, level in ((1, 1.0), (2, 0.5), (3, 0.3), (5, 0.15)):
-            x += level * np.sin(2 * np.pi * mains * k * t + rng.uniform(0, 2 * np.pi))
-    elif kind == "fan":
-        drift = rng.uniform(0.05, 0.3)
-        x *= 1.0 + 0.3 * np.sin(2 * np.pi * drift * t + rng.uniform(0, 2 * np.pi))
-    return (x / max(float(np.sqrt(np.mean(x * x))), 1e-12)).astype(np.float32)
-
-
-def add_noise(
-    audio: np.ndarray, rate: int, kind: str, snr_db: float, rng: np.random.Generator
-) -> np.ndarray:
-    """``audio`` with :func:`room_noise` at ``snr_db`` below its speech level (the RMS of its
-    20 ms frames within 30 dB of the loudest one)."""
-    audio = np.asarray(audio, np.float32)
-    step = max(1, rate // 50)
-    frames = audio[: len(audio) // step * step].reshape(-1, step)
-    if not len(frames):
-        return audio.copy()
-    power = np.mean(frames.astype(np.float64) ** 2, axis=1)
-    active = power[power >= power.max() * 1e-3]
-    level = float(np.sqrt(active.mean())) if active.size and power.max() > 0 else 0.0
-    if level <= 0:
-        return audio.copy()
-    noise = room_noise(len(audio), rate, kind, rng) * (level / 10.0 ** (snr_db / 20.0))
-    return np.clip(audio + noise, -1.0, 1.0).astype(np.float32)
-
-
 def _run_teacher(
-    sample: Any,
-    truth: _Truth,
-    echo: bool = False,
-    echo_gain_db: float | None = None,
-    condition: Condition | None = None,
+    sample: Any, truth: _Truth, echo: bool = False, echo_gain_db: float | None = None
 ) -> list[Row]:
-    """The teacher's rows for one sample, observed in :data:`SUBSTEPS` sub-steps per unit;
-    ``echo``: the microphone hears the speaker (the evaluation's echo path,
-    :data:`venus_ros.eval.runner.ECHO_DELAY_S` / :data:`~venus_ros.eval.runner.ECHO_GAIN_DB`
-    unless ``condition`` or ``echo_gain_db`` say otherwise) and the frontend cancels it (AEC);
-    ``condition`` may also add room noise."""
+    """The teacher's rows for one sample; ``echo``: the microphone hears the speaker (the
+    evaluation's echo path, :data:`venus_ros.eval.runner.ECHO_DELAY_S` /
+    :data:`~venus_ros.eval.runner.ECHO_GAIN_DB`) and the frontend cancels it (AEC)."""
     from venus_ros.core.clock import FakeClock
     from venus_ros.core.session import SessionConfig, run_offline
-    from venus_ros.eval import runner
     from venus_ros.frontends.policy import PolicyFrontend
 
-    cond = condition or Condition(
-        echo=echo, echo_delay_s=runner.ECHO_DELAY_S, echo_gain_db=runner.ECHO_GAIN_DB
-    )
-    if echo_gain_db is not None:
-        cond = Condition(cond.echo, cond.echo_delay_s, echo_gain_db, cond.noise, cond.snr_db)
     teacher = _Teacher(sample, truth)
-    frontend = PolicyFrontend(teacher, asr_partials=True, aec=cond.echo, substeps=SUBSTEPS)
+    frontend = PolicyFrontend(teacher, asr_partials=True, aec=echo)
     try:
         if sample.assistant_turns:
             frontend.schedule_turns([(t.start, t.text) for t in sample.assistant_turns])
         audio, rate = sample.load_audio()
         audio = np.concatenate([audio, np.zeros(round(TAIL_S * rate), np.float32)])
-        if cond.noise is not None:  # over the silent tail too: the room does not fall silent
-            noise_rng = np.random.default_rng(cond.noise_seed)
-            audio = add_noise(audio, rate, cond.noise, cond.snr_db, noise_rng)
         config = SessionConfig(timeline_window_s=len(audio) / rate + 120.0)
-        if not cond.echo:
+        if not echo:
             run_offline(audio, rate, frontend, clock=FakeClock(), config=config)
         else:
-            mic, hear = runner.echo_input(
-                audio, rate, config.chunk_ms, delay_s=cond.echo_delay_s, gain_db=cond.echo_gain_db
-            )
+            from venus_ros.eval import runner
+
+            db = runner.ECHO_GAIN_DB if echo_gain_db is None else echo_gain_db
+            mic, hear = runner.echo_input(audio, rate, config.chunk_ms, gain_db=db)
             run_offline(mic, rate, frontend, clock=FakeClock(), config=config, on_start=hear)
     finally:
         frontend.close()
     return teacher.rows
 
 
-def _condition(seed: int, k: int, echo_share: float, noise_share: float) -> Condition:
-    """The seeded hearing condition of the ``k``-th training sample."""
-    rng = np.random.default_rng([seed, 13, k])
-    echo = echo_share > 0 and bool(rng.random() < echo_share)
-    delay = float(rng.uniform(*ECHO_DELAYS_S))
-    gain = float(rng.uniform(*ECHO_GAINS_DB))
-    noisy = noise_share > 0 and bool(rng.random() < noise_share)
-    kind = str(rng.choice(NOISE_KINDS))
-    snr = float(rng.choice(NOISE_SNRS_DB))
-    return Condition(echo, delay, gain, kind if noisy else None, snr, int(rng.integers(1 << 31)))
-
-
 def collect_rows(
-    suite: Any,
-    seed: int,
-    folds: int,
-    progress: bool = False,
-    echo_share: float = 0.0,
-    noise_share: float = 0.0,
+    suite: Any, seed: int, folds: int, progress: bool = False, echo_share: float = 0.0
 ) -> tuple[list[Row], dict[str, int], set[str]]:
-    """Run the teacher over every sample: a seeded ``echo_share`` of them through the echo
-    path with echo cancellation (delay and level drawn from :data:`ECHO_DELAYS_S` and
-    :data:`ECHO_GAINS_DB`), a seeded ``noise_share`` (independently) with room noise
-    (:func:`add_noise`).
+    """Run the teacher over every sample (a seeded ``echo_share`` of them through the echo
+    path with echo cancellation).
 
     Returns:
         The rows, each sample's cross-validation fold (stratified by category: a seeded
@@ -497,9 +345,8 @@ def collect_rows(
     for k, sample in enumerate(suite.samples):
         rng = np.random.default_rng([seed, 11, k])
         truth = _truth(sample, rng, sample.id in late)
-        rows.extend(
-            _run_teacher(sample, truth, condition=_condition(seed, k, echo_share, noise_share))
-        )
+        echo = echo_share > 0 and bool(np.random.default_rng([seed, 13, k]).random() < echo_share)
+        rows.extend(_run_teacher(sample, truth, echo))
         if bar is not None:
             bar.update(1)
     if bar is not None:
@@ -558,30 +405,19 @@ def _matrices(
     ), len(texts)
 
 
-def _bce_weights(y: np.ndarray, mask: np.ndarray, hard: np.ndarray | None = None) -> np.ndarray:
-    """Class-balanced weights per head (each class of a head weighs half of it); ``hard``:
-    per-row weights within the yield head's classes (hard negatives count more)."""
+def _bce_weights(y: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Class-balanced weights per head (each class of a head weighs half of it)."""
     w = np.zeros(y.shape, np.float64)
     for h in range(y.shape[1]):
         used = mask[:, h]
-        rw = hard if (hard is not None and h == 0) else np.ones(len(y))
         pos = used & (y[:, h] == 1)
         neg = used & (y[:, h] == 0)
         if pos.any():
-            w[pos, h] = 0.5 * rw[pos] / rw[pos].sum()
+            w[pos, h] = 0.5 / pos.sum()
         if neg.any():
-            w[neg, h] = 0.5 * rw[neg] / rw[neg].sum()
+            w[neg, h] = 0.5 / neg.sum()
         w[:, h] *= used.sum()
     return w
-
-
-_SPEECH_AT = ACOUSTIC_FEATURES.index("w1_speech_frac")
-
-
-def _hard_rows(x: np.ndarray, weight: float) -> np.ndarray:
-    """Row weights: ``weight`` where the user spoke in the last second (a backchannel or a
-    remark to someone else the assistant must talk through), 1 elsewhere."""
-    return np.where(x[:, _SPEECH_AT] > 0, weight, 1.0)
 
 
 def fit_mlp(
@@ -610,20 +446,17 @@ def fit_mlp(
     rng = np.random.default_rng([seed, 13])
     mean = x.mean(axis=0)
     std = np.maximum(x.std(axis=0), 1e-2)
-    # float32 arithmetic (half the time of float64 on a loaded 2-core box; still seeded)
-    xs = ((x - mean) / std).astype(np.float32)
-    xv = ((x_val - mean) / std).astype(np.float32)
+    xs = (x - mean) / std
+    xv = (x_val - mean) / std
     mask, mask_v = y >= 0, y_val >= 0
-    yt, yv = np.clip(y, 0, 1).astype(np.float32), np.clip(y_val, 0, 1).astype(np.float32)
-    hw = config.hard_negative_weight
-    w = _bce_weights(y, mask, _hard_rows(x, hw)).astype(np.float32)
-    wv = _bce_weights(y_val, mask_v, _hard_rows(x_val, hw)).astype(np.float32)
+    yt, yv = np.clip(y, 0, 1).astype(np.float64), np.clip(y_val, 0, 1).astype(np.float64)
+    w, wv = _bce_weights(y, mask), _bce_weights(y_val, mask_v)
     d, hdim = x.shape[1], config.hidden
     params = {
-        "w1": rng.normal(0.0, math.sqrt(2.0 / d), (d, hdim)).astype(np.float32),
-        "b1": np.zeros(hdim, np.float32),
-        "w2": rng.normal(0.0, math.sqrt(1.0 / hdim), (hdim, 2)).astype(np.float32),
-        "b2": np.zeros(2, np.float32),
+        "w1": rng.normal(0.0, math.sqrt(2.0 / d), (d, hdim)),
+        "b1": np.zeros(hdim),
+        "w2": rng.normal(0.0, math.sqrt(1.0 / hdim), (hdim, 2)),
+        "b2": np.zeros(2),
     }
     m = {k: np.zeros_like(v) for k, v in params.items()}
     s = {k: np.zeros_like(v) for k, v in params.items()}
@@ -723,20 +556,12 @@ def _traces(
 
 
 def _yield_outcomes(
-    traces: Mapping[str, _SampleTrace],
-    threshold: float,
-    count: int,
-    late: set[str],
-    latencies: list[float] | None = None,
+    traces: Mapping[str, _SampleTrace], threshold: float, count: int, late: set[str]
 ) -> dict[str, list[bool]]:
     """Per overlap category, per sample: did the simulated policy behave as expected?
 
-    The simulation runs over every observation (sub-step) of the scripted turn up to the
-    overlap's end + :data:`STOP_WINDOW_S`: it yields on ``count`` consecutive observations with
-    ``p_yield >= threshold``. A yield before the overlap's onset is wrong in every category.
     Interruption samples count only where the teacher yielded late (``late``), so that every
-    observation of the stop window was made; their yield times after the onset are appended to
-    ``latencies`` when given.
+    boundary of the stop window was observed.
     """
     out: dict[str, list[bool]] = {}
     for sample_id, trace in traces.items():
@@ -745,20 +570,16 @@ def _yield_outcomes(
         if trace.category == "interruption" and sample_id not in late:
             continue
         s, e = trace.overlap
-        streak, fired_at = 0, None
+        streak, fired = 0, False
         for r, py, _ in trace.rows:
             if not (r.speaking and r.forced) or r.t > e + STOP_WINDOW_S:
                 continue
             streak = streak + 1 if py >= threshold else 0
-            if streak >= count:
-                fired_at = r.t
+            if streak >= count and r.t >= s:
+                fired = True
                 break
-        fired = fired_at is not None and fired_at >= s
-        early = fired_at is not None and fired_at < s
-        good = fired if trace.category == "interruption" else fired_at is None
-        if trace.category == "interruption" and fired and latencies is not None:
-            latencies.append(float(fired_at) - s)
-        out.setdefault(trace.category, []).append(good and not early)
+        good = fired if trace.category == "interruption" else not fired
+        out.setdefault(trace.category, []).append(good)
     return out
 
 
@@ -766,31 +587,19 @@ def _rates(outcomes: Mapping[str, list[bool]]) -> dict[str, float]:
     return {c: float(np.mean(v)) for c, v in outcomes.items() if v}
 
 
-#: Goal margin above which the yield settings are chosen for the shortest stop instead.
-MARGIN_ENOUGH = 0.03
-
-
 def _choose_yield(
     traces: Mapping[str, _SampleTrace], late: set[str]
 ) -> tuple[float, int, dict[str, float]]:
-    """The yield settings: the largest smallest goal margin up to :data:`MARGIN_ENOUGH`, then
-    the shortest mean stop time (onset -> yield) of the interruptions, then the summed rates;
-    among equals, fewer consecutive observations, then the middle of the plateau."""
-    scored: list[tuple[tuple[float, float, float], int, float, dict[str, float]]] = []
-    for count in (1, 2, 3):
+    """The best (smallest goal margin, then summed rates) yield settings; among equals, one
+    boundary rather than two, then the middle of the plateau of thresholds."""
+    scored: list[tuple[tuple[float, float], int, float, dict[str, float]]] = []
+    for count in (1, 2):
         for threshold in np.round(np.arange(0.05, 0.951, 0.025), 3):
-            latencies: list[float] = []
-            rates = _rates(_yield_outcomes(traces, float(threshold), count, late, latencies))
+            rates = _rates(_yield_outcomes(traces, float(threshold), count, late))
             if not rates:
                 continue
             margin = min(rates.get(c, 1.0) - goal for c, goal in GOALS.items())
-            mean_latency = float(np.mean(latencies)) if latencies else STOP_WINDOW_S
-            key = (
-                round(min(margin, MARGIN_ENOUGH), 9),
-                -round(mean_latency, 2),
-                round(sum(rates.values()), 9),
-            )
-            rates = {**rates, "mean_stop_s": round(mean_latency, 3)}
+            key = (round(margin, 9), round(sum(rates.values()), 9))
             scored.append((key, count, float(threshold), rates))
     if not scored:
         return 0.5, 1, {}
@@ -799,20 +608,6 @@ def _choose_yield(
     plateau = [(t, r) for key, c, t, r in scored if key == top and c == count]
     threshold, rates = plateau[len(plateau) // 2]
     return threshold, count, rates
-
-
-def _stop_stats(
-    traces: Mapping[str, _SampleTrace], threshold: float, count: int, late: set[str]
-) -> dict[str, float | None]:
-    """Median and 90th percentile of the simulated onset -> yield times (late interruptions)."""
-    latencies: list[float] = []
-    _yield_outcomes(traces, threshold, count, late, latencies)
-    if not latencies:
-        return {"p50": None, "p90": None}
-    return {
-        "p50": round(float(np.percentile(latencies, 50)), 3),
-        "p90": round(float(np.percentile(latencies, 90)), 3),
-    }
 
 
 def _start_outcomes(traces: Mapping[str, _SampleTrace], threshold: float) -> dict[str, list[bool]]:
@@ -881,8 +676,6 @@ def train_floor(
     work_dir: Path | None = None,
     embedder: Any = None,
     echo_share: float = 0.0,
-    noise_share: float = DEFAULT_NOISE_SHARE,
-    rows_cache: Path | None = None,
 ) -> dict[str, Any]:
     """Synthesise training data, train the floor model, choose thresholds, export, report.
 
@@ -897,11 +690,6 @@ def train_floor(
         embedder: A sentence embedder (default: the packaged MiniLM, one thread).
         echo_share: Share of the samples played through the echo path (the microphone hears
             the speaker; the frontend cancels it), as a robot hears itself.
-        noise_share: Share of the samples (drawn independently of the echo) with generated
-            room noise (:data:`NOISE_KINDS` at one of :data:`NOISE_SNRS_DB`).
-        rows_cache: A file for the observed rows: reused when it holds rows observed with the
-            same data settings (seed, sizes, categories, shares, feature version), else
-            written (to try model settings without observing the suite again).
 
     Returns:
         The summary written to ``floor.json``.
@@ -909,15 +697,14 @@ def train_floor(
     Raises:
         ValueError: A bad seed, size or category.
     """
+    from venus_ros.eval.synth import synthesize
+
     config = config or TrainConfig()
     unknown = [c for c in categories if c not in CATEGORIES]
     if unknown or not categories:
         raise ValueError(f"categories must be drawn from {CATEGORIES}, got {list(categories)}")
     if isinstance(n_per_category, bool) or not isinstance(n_per_category, int):
         raise ValueError(f"n_per_category must be an int, got {n_per_category!r}")
-    for name, share in (("echo_share", echo_share), ("noise_share", noise_share)):
-        if not 0.0 <= share <= 1.0:
-            raise ValueError(f"{name} must be in [0, 1], got {share!r}")
     if n_per_category < 2:
         raise ValueError(
             f"n_per_category must be >= 2 (train and validation), got {n_per_category}"
@@ -927,37 +714,24 @@ def train_floor(
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    cache_key = {
-        "feature_version": FEATURE_VERSION,
-        "substeps": SUBSTEPS,
-        "seed": seed,
-        "suite_seed": suite_seed,
-        "n_per_category": n_per_category,
-        "categories": list(categories),
-        "folds": config.folds,
-        "echo_share": echo_share,
-        "noise_share": noise_share,
-    }
-    cached = _load_rows(rows_cache, cache_key)
-    if cached is not None:
-        rows, fold_of, late, audio_s, overlaps, observed = cached
-        timings.update(observed)
-        n_samples = len({r.sample for r in rows})
-    else:
-        rows, fold_of, late, audio_s, overlaps, n_samples = _observe_suite(
-            folder=work_dir,
-            n_per_category=n_per_category,
-            suite_seed=suite_seed,
-            categories=categories,
-            seed=seed,
-            folds=config.folds,
+    with tempfile.TemporaryDirectory(prefix="floor-train-") as tmp:
+        folder = Path(work_dir) if work_dir is not None else Path(tmp) / "suite"
+        t0 = time.perf_counter()
+        suite = synthesize(
+            folder,
+            n_per_category,
+            suite_seed,
+            list(categories),
+            purpose="train",
             progress=progress,
-            echo_share=echo_share,
-            noise_share=noise_share,
-            timings=timings,
+            overwrite=True,
         )
-        if rows_cache is not None:
-            _save_rows(rows_cache, cache_key, (rows, fold_of, late, audio_s, overlaps, timings))
+        timings["synthesis_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        rows, fold_of, late = collect_rows(suite, seed, config.folds, progress, echo_share)
+        timings["observation_s"] = time.perf_counter() - t0
+        audio_s = sum(s.duration_s for s in suite.samples)
+        overlaps = {s.id: tuple(s.overlap) for s in suite.samples if s.overlap is not None}
     if embedder is None:
         from venus_ros.frontends.cascade.embed import Embedder
 
@@ -965,98 +739,6 @@ def train_floor(
     t0 = time.perf_counter()
     data, n_texts = _matrices(rows, fold_of, lambda texts: embedder.embed(texts))
     timings["embedding_s"] = time.perf_counter() - t0
-    return _fit_and_export(
-        seed, out, config, categories, n_per_category, echo_share, noise_share, suite_seed,
-        rows, fold_of, late, audio_s, overlaps, n_samples, data, n_texts, timings, started,
-    )  # fmt: skip
-
-
-def _observe_suite(
-    *,
-    folder: Path | None,
-    n_per_category: int,
-    suite_seed: int,
-    categories: Sequence[str],
-    seed: int,
-    folds: int,
-    progress: bool,
-    echo_share: float,
-    noise_share: float,
-    timings: dict[str, float],
-) -> tuple[list[Row], dict[str, int], set[str], float, dict[str, Any], int]:
-    """Synthesise the training suite and observe it (:func:`collect_rows`)."""
-    from venus_ros.eval.synth import synthesize
-
-    with tempfile.TemporaryDirectory(prefix="floor-train-") as tmp:
-        folder = Path(folder) if folder is not None else Path(tmp) / "suite"
-        t0 = time.perf_counter()
-        suite = synthesize(
-            folder,
-            n_per_category,
-            suite_seed,
-            list(categories),
-            split="train",
-            progress=progress,
-            overwrite=True,
-        )
-        timings["synthesis_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        rows, fold_of, late = collect_rows(suite, seed, folds, progress, echo_share, noise_share)
-        timings["observation_s"] = time.perf_counter() - t0
-        audio_s = sum(s.duration_s for s in suite.samples)
-        overlaps = {s.id: tuple(s.overlap) for s in suite.samples if s.overlap is not None}
-    return rows, fold_of, late, audio_s, overlaps, len(suite.samples)
-
-
-def _load_rows(path: Path | None, key: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """Observed rows saved by an earlier run with the same data settings, or None."""
-    import pickle
-
-    if path is None or not Path(path).is_file():
-        return None
-    with Path(path).open("rb") as fh:
-        saved_key, payload = pickle.load(fh)  # our own file, written by _save_rows
-    return payload if saved_key == dict(key) else None
-
-
-def _save_rows(path: Path, key: Mapping[str, Any], payload: tuple[Any, ...]) -> None:
-    import pickle
-
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with Path(path).open("wb") as fh:
-        pickle.dump((dict(key), payload), fh)
-
-
-def _fit_and_export(
-    seed: int,
-    out: Path,
-    config: TrainConfig,
-    categories: Sequence[str],
-    n_per_category: int,
-    echo_share: float,
-    noise_share: float,
-    suite_seed: int,
-    rows: list[Row],
-    fold_of: dict[str, int],
-    late: set[str],
-    audio_s: float,
-    overlaps: dict[str, Any],
-    n_samples: int,
-    data: _Data,
-    n_texts: int,
-    timings: dict[str, float],
-    started: float,
-) -> dict[str, Any]:
-    """Cross-validate, fit, choose the thresholds, export and report (see :func:`train_floor`)."""
-
-    n_acoustic = len(ACOUSTIC_FEATURES)
-    if not config.text:
-        data.x[:, n_acoustic:] = 0.0
-
-    def no_text(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if not config.text:  # the standardisation of an all-zero column is not to be kept
-            w["w1"][n_acoustic:, :] = 0.0
-        return w
 
     # cross-validation by sample: out-of-fold probabilities for every row
     t0 = time.perf_counter()
@@ -1069,9 +751,7 @@ def _fit_and_export(
         fold_weights, info = fit_mlp(
             data.x[~held], data.y[~held], data.x[held], data.y[held], config, seed + 101 * fold
         )
-        probe = FloorModel(
-            **no_text(fold_weights), yield_threshold=0.5, yield_count=1, start_threshold=0.5
-        )
+        probe = FloorModel(**fold_weights, yield_threshold=0.5, yield_count=1, start_threshold=0.5)
         oof[held] = numpy_forward(probe, data.x[held])
         folds_info.append({k: v for k, v in info.items() if k != "history"})
     timings["cross_validation_s"] = time.perf_counter() - t0
@@ -1079,7 +759,6 @@ def _fit_and_export(
     t0 = time.perf_counter()
     empty = data.x[:0]
     weights, fit_info = fit_mlp(data.x, data.y, empty, data.y[:0], config, seed, epochs=epochs)
-    weights = no_text(weights)
     timings["fit_s"] = time.perf_counter() - t0
 
     samples = {r.sample: overlaps.get(r.sample) for r in rows}
@@ -1095,20 +774,17 @@ def _fit_and_export(
             "yield_head": _head_metrics(data.y[sel, 0], oof[sel, 0], yield_threshold),
             "start_head": _head_metrics(data.y[sel, 1], oof[sel, 1], start_threshold),
             "overlap_rates": _rates(outcomes),
-            "stop_s": _stop_stats(traces[variant], yield_threshold, yield_count, late),
             "overlap_counts": {c: len(v) for c, v in outcomes.items()},
             "listening_pass_rates": _rates(_start_outcomes(traces[variant], start_threshold)),
         }
     sizes = {
         "suite_seed": suite_seed,
-        "samples": n_samples,
+        "samples": len(suite.samples),
         "samples_per_category": n_per_category,
         "echo_share": echo_share,
-        "noise_share": noise_share,
-        "substeps": SUBSTEPS,
         "folds": config.folds,
         "audio_s": round(audio_s, 1),
-        "observations": len(rows),
+        "boundaries": len(rows),
         "labelled_rows": len(data.x),
         "distinct_texts": n_texts,
         "yield_positives": int((data.y[:, 0] == 1).sum()),
@@ -1124,9 +800,8 @@ def _fit_and_export(
         metadata={
             "train_seed": str(seed),
             "suite_seed": str(suite_seed),
-            "samples": str(n_samples),
+            "samples": str(len(suite.samples)),
             "trainer": "venus_ros.training.floor.train_floor",
-            "uses_text": "1" if config.text else "0",
         },
     )
     proto = build_onnx(model)
@@ -1198,16 +873,13 @@ def _report(summary: Mapping[str, Any]) -> str:
         "# Floor policy: training report",
         "",
         "Written by `venus_ros.training.floor.train_floor` "
-        f"(`venus-ros train floor --seed {summary['seed']} --echo-share "
-        f"{sz.get('echo_share', 0.0):g}`). Validation numbers are "
+        f"(`venus-ros train floor --seed {summary['seed']}`). Validation numbers are "
         f"out-of-fold predictions of {sz['folds']}-fold cross-validation split by sample "
         "(stratified by category) on teacher-forced observations of the training suite (see "
         "the module docstring); the evaluation-suite numbers are measured separately with "
-        "`venus-ros eval run` on a fresh evaluation-seed suite. The training suite is drawn "
-        "from the training phrase families and voices only (`--split train`); the evaluation "
-        "families and voices are never seen. Observations are made every "
-        f"{1.0 / max(int(sz.get('substeps', 1)), 1):.1f} s (sub-steps); part of the samples "
-        "through the echo path with echo cancellation and part with room noise (see Data).",
+        "`venus-ros eval run` on a fresh evaluation-seed suite. The training suite uses the "
+        "evaluation tools' phrase banks: validation and evaluation measure generalisation "
+        "across voices, rates, levels, timing and recognition errors, not to unseen wording.",
         "",
         "## Data",
         "",
@@ -1215,7 +887,7 @@ def _report(summary: Mapping[str, Any]) -> str:
         "|---|---|",
         *(f"| {k} | {_fmt(v)} |" for k, v in sz.items()),
         "",
-        f"Categories: {', '.join(summary['categories'])}. Each observation gives three rows "
+        f"Categories: {', '.join(summary['categories'])}. Each boundary gives three rows "
         "(text variants: finals + partial, finals only, no text).",
         "",
         "## Model",
@@ -1232,33 +904,28 @@ def _report(summary: Mapping[str, Any]) -> str:
         + ").",
         "",
         f"Thresholds (chosen on the out-of-fold predictions, variant `full`): yield >= "
-        f"{th['yield_threshold']:.3f} on {th['yield_count']} consecutive sub-step(s); "
+        f"{th['yield_threshold']:.3f} on {th['yield_count']} consecutive boundary(ies); "
         f"start >= {th['start_threshold']:.3f}.",
         "",
         "## Validation",
         "",
         "Per-sample simulated decisions (share of samples behaving as expected: interruption "
         "= yielded by the overlap end + 2 s, over the samples where the teacher yielded late; "
-        "others = did not yield, before the onset either). Stop: onset -> simulated yield of "
-        "those interruptions. Listening pass: every labelled listening observation "
+        "others = did not yield by then). Listening pass: every labelled listening boundary "
         "decided right (no start in a pause, after a backchannel or background talk, or "
         "while the user speaks; a start after a finished turn).",
         "",
-        "| text variant | "
-        + " | ".join(f"{c} (n)" for c in GOALS)
-        + " | stop p50 / p90 (s) | listening pass |",
-        "|---|" + "---|" * (len(GOALS) + 2),
+        "| text variant | " + " | ".join(f"{c} (n)" for c in GOALS) + " | listening pass |",
+        "|---|" + "---|" * (len(GOALS) + 1),
     ]
     for variant, v in summary["validation"].items():
         rates = v["overlap_rates"]
         counts = v["overlap_counts"]
         listen = v["listening_pass_rates"]
-        stop = v.get("stop_s", {})
         flat = np.mean(list(listen.values())) if listen else None
         lines.append(
             f"| {variant} | "
             + " | ".join(f"{_fmt(rates.get(c))} ({counts.get(c, 0)})" for c in GOALS)
-            + f" | {_fmt(stop.get('p50'))} / {_fmt(stop.get('p90'))}"
             + f" | {_fmt(None if flat is None else float(flat))} |"
         )
     lines += [
