@@ -20,6 +20,11 @@
   when the turn starts (a generated reply's phrases as they are generated) and handed out at
   most one second per unit, the visible text split across units in proportion to the audio
   (whole words; the private span travels with the words before it).
+* **Session parts** (:class:`SessionPart`, ``session_parts=``): told of each observation and
+  turn event, and asked before the user's speech becomes a request (they may hold it back);
+  each keeps its own per-session state, reset by :meth:`PolicyFrontend.prepare`. The cascade
+  frontend composes its overlap rule and addressee gate this way; the policy frontend knows
+  nothing of what a part does.
 
 Rules of the duplex loop it obeys: one decision per unit; once speaking it returns to listening
 only with ``end_of_turn`` (a yield is ``LISTEN`` + ``end_of_turn`` with no speech, so the loop
@@ -100,6 +105,7 @@ __all__ = [
     "PolicyFrontend",
     "Responder",
     "Response",
+    "SessionPart",
     "UserRequest",
     "VadBargeIn",
     "delegate_all",
@@ -483,6 +489,47 @@ class FloorStep:
     yielded: bool = False
 
 
+class SessionPart:
+    """A part composed into a :class:`PolicyFrontend`: told what happens in a session, and
+    asked before the user's speech becomes a request.
+
+    The frontend calls every part's hooks in the order the parts were given, with itself as
+    the first argument (read its public state: ``frontend.state``, ``frontend.user_speaking``,
+    ``frontend.asr_enabled``). A part keeps what it learns of a session in its own state,
+    which :meth:`reset` replaces; the frontend knows nothing of what a part does. Every hook
+    of this base class does nothing (:meth:`admit_request` admits), so a part overrides only
+    the events it needs.
+    """
+
+    def reset(self) -> None:
+        """A session starts (:meth:`PolicyFrontend.prepare`): forget the previous one."""
+
+    def on_observation(self, frontend: PolicyFrontend, obs: FloorObservation) -> None:
+        """A sub-step was taken in, observed and decided (``frontend.state.action``)."""
+
+    def admit_request(self, frontend: PolicyFrontend) -> bool:
+        """Whether the user's pending speech may become a request now.
+
+        Called each time the frontend builds a request (a final transcript arrived while
+        listening, or the policy takes the turn). A part may edit the pending speech first
+        (drop texts from ``frontend.state.user_texts`` in place, or forget the user's turn
+        with ``frontend.state.forget_user_turn()``); False: no request now.
+        """
+        return True
+
+    def on_turn_started(self, frontend: PolicyFrontend) -> None:
+        """The assistant began a turn while it was listening (``frontend.state.turn``)."""
+
+    def on_turn_finished(self, frontend: PolicyFrontend, turn: Turn) -> None:
+        """``turn`` played out to its end (not a yield); its last audio was just emitted."""
+
+    def on_turn_yielded(self, frontend: PolicyFrontend) -> None:
+        """The assistant gives up its turn at this boundary (a yield; before it is ended)."""
+
+    def on_unit_taken_in(self, frontend: PolicyFrontend, unit: InputUnit) -> None:
+        """``prefill`` took in ``unit`` (its sub-steps decided, any request prepared)."""
+
+
 class PolicyFrontend(Frontend):
     """VAD (+AEC, +ASR) observations, a floor policy, a responder and TTS (module docstring).
 
@@ -508,8 +555,10 @@ class PolicyFrontend(Frontend):
             training data for a learned policy.
         stream_wait_s: Longest a unit waits for a streamed reply's next phrase when nothing
             of the turn is left to play (bounded, so generation never stalls the loop).
+        session_parts: Parts told of the session's events (:class:`SessionPart`), in order.
 
     Raises:
+        TypeError: A policy or session part of the wrong type.
         ValueError: A parameter is out of range.
         venus_ros.audio.vad.ModelPackageMissing: A model package is not installed.
         venus_ros.core.errors.DeviceError: The TTS engine is not installed.
@@ -531,9 +580,17 @@ class PolicyFrontend(Frontend):
         asr_model: str = "tiny.en",
         record_observations: bool = False,
         stream_wait_s: float = 0.15,
+        session_parts: Sequence[SessionPart] = (),
     ) -> None:
         if not isinstance(policy, FloorPolicy):
             raise TypeError(f"policy: must be a FloorPolicy, got {type(policy).__name__}")
+        for part in session_parts:
+            if not isinstance(part, SessionPart):
+                raise TypeError(
+                    f"session_parts: each must be a SessionPart, got {type(part).__name__}"
+                )
+        #: Told of the session's events, in order (:class:`SessionPart`).
+        self.session_parts: tuple[SessionPart, ...] = tuple(session_parts)
         if not isinstance(substeps, int) or not 1 <= substeps <= 32:
             raise ValueError(f"substeps: must be an integer in 1..32, got {substeps!r}")
         if not 0.1 <= max_unit_audio_s <= 1.0:
@@ -619,10 +676,19 @@ class PolicyFrontend(Frontend):
         """
         return tuple(self.state.observations)
 
+    @property
+    def user_speaking(self) -> bool:
+        """Whether the user is in the middle of an utterance (the VAD hears speech, or the
+        recogniser has an utterance open)."""
+        return self._vad.speaking or (
+            self._transcriber is not None and self._transcriber.in_utterance
+        )
+
     # -- the contract --------------------------------------------------------------------------
 
     def prepare(self, system_prompt: str = "", ref_audio: np.ndarray | None = None) -> None:
-        """Start a session: stream state, policy, responder reset; the schedule is kept."""
+        """Start a session: stream state, policy, responder, session parts reset; the schedule
+        is kept."""
         self.policy.reset()
         self.responder.reset()
         #: Everything this session has seen and done (replaced by every ``prepare``).
@@ -630,6 +696,8 @@ class PolicyFrontend(Frontend):
         self._perception.bind(self.state)
         self._hearing: _Hearing | None = None
         self._stop_pending = False
+        for part in self.session_parts:
+            part.reset()
 
     def schedule_turns(self, turns: Sequence[tuple[float, str]]) -> None:
         """Make the assistant speak ``text`` from the first boundary at or after ``start``.
@@ -783,6 +851,8 @@ class PolicyFrontend(Frontend):
         if stop:  # the speaker stops now; the boundary yields
             self._stop_pending = True
             self._abandon_turn(hearing.start + b)
+        for part in self.session_parts:
+            part.on_observation(self, obs)
         return stop
 
     def prefill(self, unit: InputUnit) -> None:
@@ -835,6 +905,8 @@ class PolicyFrontend(Frontend):
             if request is not None:
                 self.responder.prepare(request)
         self.state.wall = hearing.wall + time.perf_counter() - started
+        for part in self.session_parts:
+            part.on_unit_taken_in(self, unit)
 
     def generate(self) -> UnitOutput:
         """Act on the policy's answer: start, continue or yield a turn, or listen."""
@@ -907,7 +979,10 @@ class PolicyFrontend(Frontend):
         return due
 
     def _request(self) -> UserRequest | None:
-        """The user's speech since the assistant last took the floor (None if there is none)."""
+        """The user's speech since the assistant last took the floor (None if there is none,
+        or a session part holds it back)."""
+        if not all(part.admit_request(self) for part in self.session_parts):
+            return None
         if not self.state.user_turn_speech or self.state.user_turn_start is None:
             return None
         end = self.state.last_voiced_end if self.state.last_voiced_end is not None else 0.0
@@ -942,6 +1017,8 @@ class PolicyFrontend(Frontend):
         self.state.turn = self._player.start(text, forced=forced, source=source, current=current)
         if current is None:
             self.state.turn_overlap = 0
+            for part in self.session_parts:
+                part.on_turn_started(self)
         if not answers_user:
             return
         self.state.forget_user_turn()
@@ -955,6 +1032,8 @@ class PolicyFrontend(Frontend):
         if last:
             self.state.turn = None
             self._heard(turn, interrupted=False)
+            for part in self.session_parts:
+                part.on_turn_finished(self, turn)
         return UnitOutput(Decision.SPEAK, text=text, audio=audio, end_of_turn=last)
 
     def _heard(self, turn: Turn, *, interrupted: bool) -> None:
@@ -986,6 +1065,8 @@ class PolicyFrontend(Frontend):
 
     def _yield(self, boundary: int) -> UnitOutput:
         """End the turn with no speech: the loop flushes the speaker at this boundary."""
+        for part in self.session_parts:
+            part.on_turn_yielded(self)
         self._abandon_turn(boundary)
         return UnitOutput(Decision.LISTEN, end_of_turn=True)
 

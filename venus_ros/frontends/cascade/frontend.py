@@ -35,11 +35,13 @@ line that names what is missing; :attr:`CascadeParts.fallbacks` lists them.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from venus_ros.core.frontend import FrontendError
+from venus_ros.core.units import InputUnit
 from venus_ros.frontends.cascade.addressee import Addressee, Utterance, Verdict
 from venus_ros.frontends.cascade.config import CascadeConfig, parse_spec
 from venus_ros.frontends.cascade.responder import (
@@ -48,23 +50,26 @@ from venus_ros.frontends.cascade.responder import (
     capabilities_from_tools,
     make_lm,
 )
-from venus_ros.frontends.perception import FRAME_S
+from venus_ros.frontends.cascade.state import AddresseeState, OverlapState
+from venus_ros.frontends.perception import FRAME_S, FloorObservation
 from venus_ros.frontends.policy import (
     Delegator,
     FloorPolicy,
     NeverYield,
     PolicyFrontend,
-    UserRequest,
+    SessionPart,
     VadBargeIn,
     delegate_all,
 )
 
 __all__ = [
     "CLARIFY_PHRASE",
+    "AddresseeGate",
     "CascadeConfig",
     "CascadeFrontend",
     "CascadeParts",
     "CascadeResponder",
+    "OverlapRule",
     "build_cascade",
     "load_parts",
     "make_cascade_frontend",
@@ -161,100 +166,79 @@ def load_parts(
 _SAMPLE_RATE = 16000  # microphone samples per second (the unit timeline)
 
 
-@dataclass
-class _AddresseeState:
-    """Per session: the utterance in progress (its voiced frames' energy and start), the
-    verdicts on the user texts pending, and the latest assistant turn that ended."""
+class AddresseeGate(SessionPart):
+    """Session part: holds back the user speech that was not said to the assistant.
 
-    unit: int = -1  # the unit whose frames were accounted so far
-    seen: int = 0  # frames of that unit accounted
-    energy: float = 0.0  # sum of 10^(dB/10) over the voiced frames (assistant silent)
-    voiced: int = 0
-    start_s: float | None = None  # first voiced frame since the last judged utterance
-    texts: list[str] | None = None  # the user_texts list the verdicts belong to
-    verdicts: list[Verdict] = field(default_factory=list)
-    question_end_s: float | None = None  # where the latest turn ended, if it asked something
-    dropped: int = 0  # utterances dropped as not addressed, this session
-
-    def utterance(self, text: str) -> Utterance:
-        """The utterance so far with ``text``; the level and start start over."""
-        import math
-
-        db = 10.0 * math.log10(self.energy / self.voiced) if self.voiced else None
-        start = self.start_s if self.start_s is not None else 0.0
-        after = None
-        if self.question_end_s is not None and self.start_s is not None:
-            after = start - self.question_end_s
-        self.energy, self.voiced, self.start_s = 0.0, 0, None
-        return Utterance(text, start, db, after)
-
-
-class CascadeFrontend(PolicyFrontend):
-    """A :class:`~venus_ros.frontends.policy.PolicyFrontend` built from :class:`CascadeParts`.
-
-    One rule on top of the policy frontend: user speech that *began while the assistant's own
-    turn was playing*, and that the floor policy let the turn talk through (no yield), was
-    judged not to be for the assistant (a back-channel, a remark to someone else, the TV).
-    When that turn's audio has finished and the user is no longer speaking, it is forgotten
-    instead of being answered as a request. Speech that continues past the end of the turn,
-    and speech the policy yielded to, is kept and answered as usual.
-
-    With an ``addressee``, every finished utterance (final transcript) is judged, and those
-    not said to the assistant are dropped from the pending user text before a request is made
-    of it: when nothing addressed remains, the user's turn is forgotten and nothing is said.
+    Every finished utterance (final transcript) is judged by ``addressee`` from its words, its
+    level (the mean energy of its voiced frames while the assistant was silent), its start and
+    whether it follows a played-out turn that asked a question. At each request the texts not
+    addressed are dropped from the pending user text; when nothing addressed remains, the
+    user's turn is forgotten and no request is made. Speech with no words made out is judged
+    by its level alone once the user has stopped speaking. Without ASR, or with no
+    ``addressee``, every request is admitted.
 
     Args:
-        parts: The floor policy and router (:func:`load_parts`).
-        addressee: Judges whether an utterance was said to the assistant (None: every
-            utterance is; :func:`build_cascade` gives one).
-        **kwargs: Passed to :class:`~venus_ros.frontends.policy.PolicyFrontend` (``asr``,
-            ``aec``, ``tts``, ``substeps``, ...); the responder is a :class:`CascadeResponder`
-            over the parts' router unless ``responder`` is given.
+        addressee: The judge (None: every utterance is addressed; settable between sessions).
     """
 
-    def __init__(
-        self, parts: CascadeParts, *, addressee: Addressee | None = None, **kwargs: Any
-    ) -> None:
-        if "responder" not in kwargs:
-            kwargs["responder"] = CascadeResponder(parts.delegator, query_of=parts.query_of)
-        #: The typed config it was built from (:func:`build_cascade`; None when built directly).
-        self.config: CascadeConfig | None = None
-        #: Judges whether each finished utterance was said to the assistant (None: all were).
+    def __init__(self, addressee: Addressee | None = None) -> None:
         self.addressee = addressee
-        self._addr = _AddresseeState()
-        super().__init__(parts.policy, **kwargs)
-        #: What the frontend was built with (and what fell back).
-        self.parts = parts
+        self.state = AddresseeState()
 
-    def prepare(self, system_prompt: str = "", ref_audio: Any = None) -> None:
-        """Start a session (see :meth:`PolicyFrontend.prepare`); the addressee starts over."""
-        super().prepare(system_prompt, ref_audio)
-        self._addr = _AddresseeState()
+    def reset(self) -> None:
+        """A new session: nothing accounted, judged or dropped; the addressee starts over."""
+        self.state = AddresseeState()
         if self.addressee is not None:
             self.addressee.reset()
 
-    @property
-    def ignored_remarks(self) -> int:
-        """Utterances dropped as not said to the assistant, this session."""
-        return self._addr.dropped
-
-    @property
-    def addressee_verdicts(self) -> tuple[Verdict, ...]:
-        """Every addressee verdict of this session, in order."""
-        return tuple(self.addressee.verdicts) if self.addressee is not None else ()
-
-    def _substep(self, hearing: Any, unit_index: int) -> bool:
-        stopped = super()._substep(hearing, unit_index)
-        if self.addressee is not None:
-            self._account(self.state.last_obs)
-            self._judge_new()
-        return stopped
-
-    def _account(self, obs: Any) -> None:
-        """Add the observation's new voiced frames (the assistant silent) to the utterance."""
-        acc = self._addr
-        if obs is None:
+    def on_observation(self, frontend: PolicyFrontend, obs: FloorObservation) -> None:
+        """Account the observation's new voiced frames, then judge any new final transcript."""
+        if self.addressee is None:
             return
+        self._account(obs)
+        self._judge_new(frontend.state.user_texts)
+
+    def on_turn_finished(self, frontend: PolicyFrontend, turn: Any) -> None:
+        """Remember where a turn that asked something ended (an answer may follow it)."""
+        asked = turn.heard_text().rstrip().endswith("?")
+        self.state.question_end_s = frontend.state.play_end / _SAMPLE_RATE if asked else None
+
+    def on_turn_yielded(self, frontend: PolicyFrontend) -> None:
+        """A yielded turn asked nothing that the next speech answers."""
+        self.state.question_end_s = None
+
+    def admit_request(self, frontend: PolicyFrontend) -> bool:
+        """Drop the texts not addressed; False (and the user's turn forgotten) when nothing
+        addressed is left, or (False, kept) while a wordless utterance is still going on."""
+        if self.addressee is None or not frontend.asr_enabled:
+            return True
+        session = frontend.state
+        texts = session.user_texts
+        self._judge_new(texts)
+        acc = self.state
+        keep = [t for t, v in zip(texts, acc.verdicts, strict=True) if v.addressed]
+        dropped = len(texts) - len(keep)
+        if dropped:
+            acc.dropped += dropped
+            texts[:] = keep  # in place: the verdicts stay paired with the texts
+            acc.verdicts = [v for v in acc.verdicts if v.addressed]
+        if texts or not session.user_turn_speech:
+            return True
+        if frontend.user_speaking:
+            return False  # the user is still speaking: that utterance is judged when it ends
+        if acc.voiced:
+            # Speech with no words made out: only its level can tell.
+            if self.addressee.judge(self._utterance("")).addressed:
+                return True
+            acc.dropped += 1
+        elif not dropped:
+            return True  # nothing dropped, nothing to judge
+        session.forget_user_turn()
+        return False
+
+    def _account(self, obs: FloorObservation) -> None:
+        """Add the observation's new voiced frames (the assistant silent) to the utterance."""
+        acc = self.state
         if obs.unit_index != acc.unit:
             acc.unit, acc.seen = obs.unit_index, 0
         frames = zip(obs.vad_probs, obs.frame_db, obs.assistant_frames, strict=False)
@@ -268,81 +252,129 @@ class CascadeFrontend(PolicyFrontend):
                 acc.voiced += 1
         acc.seen = len(obs.vad_probs)
 
-    def _judge_new(self) -> None:
+    def _judge_new(self, texts: list[str]) -> None:
         """Judge the final transcripts that arrived since the last call."""
-        acc, texts = self._addr, self.state.user_texts
+        acc = self.state
         if acc.texts is not texts or len(acc.verdicts) > len(texts):
             acc.texts, acc.verdicts = texts, []  # the user's turn was answered or forgotten
         assert self.addressee is not None
         for text in texts[len(acc.verdicts) :]:
-            acc.verdicts.append(self.addressee.judge(acc.utterance(text)))
+            acc.verdicts.append(self.addressee.judge(self._utterance(text)))
 
-    def _request(self) -> UserRequest | None:
-        if self.addressee is None or not self.asr_enabled:
-            return super()._request()
-        self._judge_new()
-        acc, texts = self._addr, self.state.user_texts
-        keep = [t for t, v in zip(texts, acc.verdicts, strict=True) if v.addressed]
-        dropped = len(texts) - len(keep)
-        if dropped:
-            acc.dropped += dropped
-            texts[:] = keep  # in place: the verdicts stay paired with the texts
-            acc.verdicts = [v for v in acc.verdicts if v.addressed]
-        if texts or not self.state.user_turn_speech:
-            return super()._request()
-        busy = self._vad.speaking or (
-            self._transcriber is not None and self._transcriber.in_utterance
-        )
-        if busy:
-            return None  # the user is still speaking: that utterance is judged when it ends
-        if acc.voiced:
-            # Speech with no words made out: only its level can tell.
-            verdict = self.addressee.judge(acc.utterance(""))
-            if verdict.addressed:
-                return super()._request()
-            acc.dropped += 1
-        elif not dropped:
-            return super()._request()  # nothing dropped, nothing to judge
-        self.state.forget_user_turn()
-        return None
+    def _utterance(self, text: str) -> Utterance:
+        """The utterance so far with ``text``; the level and start start over."""
+        acc = self.state
+        db = 10.0 * math.log10(acc.energy / acc.voiced) if acc.voiced else None
+        start = acc.start_s if acc.start_s is not None else 0.0
+        after = None
+        if acc.question_end_s is not None and acc.start_s is not None:
+            after = start - acc.question_end_s
+        acc.energy, acc.voiced, acc.start_s = 0.0, 0, None
+        return Utterance(text, start, db, after)
+
+
+class OverlapRule(SessionPart):
+    """Session part: forgets the speech that overlapped a turn the policy talked through.
+
+    User speech that *began while the assistant's own turn was playing*, and that the floor
+    policy let the turn talk through (no yield), was judged not to be for the assistant (a
+    back-channel, a remark to someone else, the TV). When that turn's audio has finished and
+    the user is no longer speaking, it is forgotten instead of being answered as a request.
+    Speech that continues past the end of the turn, and speech the policy yielded to, is kept.
+    """
+
+    def __init__(self) -> None:
+        self.state = OverlapState()
+
+    def reset(self) -> None:
+        """A new session: no turn, nothing forgotten."""
+        self.state = OverlapState()
+
+    def on_turn_started(self, frontend: PolicyFrontend) -> None:
+        """Remember where the turn began."""
+        self.state.turn_began = float(frontend.state.mic_pos)
+
+    def on_turn_finished(self, frontend: PolicyFrontend, turn: Any) -> None:
+        """The turn played out: the speech over it is judged once its audio has finished."""
+        self.state.finished_turn = (self.state.turn_began, frontend.state.play_end)
+
+    def on_turn_yielded(self, frontend: PolicyFrontend) -> None:
+        """The policy yielded to the speech: it is kept."""
+        self.state.finished_turn = None
+
+    def on_unit_taken_in(self, frontend: PolicyFrontend, unit: InputUnit) -> None:
+        """Once a played-out turn's audio has finished, forget the speech that began over it."""
+        session, finished = frontend.state, self.state.finished_turn
+        if finished is None or session.turn is not None or session.frames_end < finished[1]:
+            return
+        self.state.finished_turn = None
+        began, ended = finished
+        start = session.user_turn_start
+        if start is None or not began <= start < ended or frontend.user_speaking:
+            return
+        session.forget_user_turn()
+        self.state.ignored_overlaps += 1
+
+
+class CascadeFrontend(PolicyFrontend):
+    """A :class:`~venus_ros.frontends.policy.PolicyFrontend` assembled from :class:`CascadeParts`
+    and two session parts; it adds no behaviour of its own.
+
+    * :class:`OverlapRule`: speech that began over a turn the policy talked through is
+      forgotten when the turn has played out (:attr:`ignored_overlaps`).
+    * :class:`AddresseeGate` (with an ``addressee``): utterances not said to the assistant are
+      dropped from the pending user text before a request is made of it
+      (:attr:`ignored_remarks`, :attr:`addressee_verdicts`).
+
+    Args:
+        parts: The floor policy and router (:func:`load_parts`).
+        addressee: Judges whether an utterance was said to the assistant (None: every
+            utterance is; :func:`build_cascade` gives one).
+        **kwargs: Passed to :class:`~venus_ros.frontends.policy.PolicyFrontend` (``asr``,
+            ``aec``, ``tts``, ``substeps``, ...); the responder is a :class:`CascadeResponder`
+            over the parts' router unless ``responder`` is given; ``session_parts`` given
+            come before the cascade's two.
+    """
+
+    def __init__(
+        self, parts: CascadeParts, *, addressee: Addressee | None = None, **kwargs: Any
+    ) -> None:
+        if "responder" not in kwargs:
+            kwargs["responder"] = CascadeResponder(parts.delegator, query_of=parts.query_of)
+        #: The typed config it was built from (:func:`build_cascade`; None when built directly).
+        self.config: CascadeConfig | None = None
+        #: Forgets speech over a turn the policy talked through.
+        self.overlap_rule = OverlapRule()
+        #: Drops the utterances not said to the assistant.
+        self.addressee_gate = AddresseeGate(addressee)
+        session_parts = (*kwargs.pop("session_parts", ()), self.overlap_rule, self.addressee_gate)
+        super().__init__(parts.policy, session_parts=session_parts, **kwargs)
+        #: What the frontend was built with (and what fell back).
+        self.parts = parts
+
+    @property
+    def addressee(self) -> Addressee | None:
+        """Judges whether each finished utterance was said to the assistant (None: all were)."""
+        return self.addressee_gate.addressee
+
+    @addressee.setter
+    def addressee(self, addressee: Addressee | None) -> None:
+        self.addressee_gate.addressee = addressee
+
+    @property
+    def ignored_remarks(self) -> int:
+        """Utterances dropped as not said to the assistant, this session."""
+        return self.addressee_gate.state.dropped
+
+    @property
+    def addressee_verdicts(self) -> tuple[Verdict, ...]:
+        """Every addressee verdict of this session, in order."""
+        return tuple(self.addressee.verdicts) if self.addressee is not None else ()
 
     @property
     def ignored_overlaps(self) -> int:
         """How many times overlapped speech was forgotten at the end of a turn, this session."""
-        return int(self.state.ignored_overlaps)
-
-    def _begin(self, text: str, *, forced: bool, answers_user: bool, source: Any = None) -> None:
-        if self.state.turn is None:
-            self.state.turn_began = float(self.state.mic_pos)
-        super()._begin(text, forced=forced, answers_user=answers_user, source=source)
-
-    def _emit(self, boundary: int, unit: Any) -> Any:
-        turn = self.state.turn
-        out = super()._emit(boundary, unit)
-        if self.state.turn is None:  # the turn finished with this audio (not a yield)
-            self.state.finished_turn = (self.state.turn_began, self.state.play_end)
-            asked = turn is not None and turn.heard_text().rstrip().endswith("?")
-            self._addr.question_end_s = self.state.play_end / _SAMPLE_RATE if asked else None
-        return out
-
-    def _yield(self, boundary: int) -> Any:
-        self.state.finished_turn = None
-        self._addr.question_end_s = None
-        return super()._yield(boundary)
-
-    def _prefill(self, unit: Any) -> None:
-        super()._prefill(unit)
-        finished = self.state.finished_turn
-        if finished is None or self.state.turn is not None or self.state.frames_end < finished[1]:
-            return
-        self.state.finished_turn = None
-        began, ended = finished
-        start = self.state.user_turn_start
-        transcribing = self._transcriber is not None and self._transcriber.in_utterance
-        if start is None or not began <= start < ended or self._vad.speaking or transcribing:
-            return
-        self.state.forget_user_turn()
-        self.state.ignored_overlaps += 1
+        return self.overlap_rule.state.ignored_overlaps
 
 
 def build_cascade(config: CascadeConfig | None = None) -> CascadeFrontend:

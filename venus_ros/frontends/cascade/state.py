@@ -1,8 +1,11 @@
-"""One resettable per-session state object for the policy and cascade frontends.
+"""Resettable per-session state objects for the policy and cascade frontends.
 
 Everything a :class:`~venus_ros.frontends.policy.PolicyFrontend` learns during a session lives
 in one :class:`SessionState`; ``prepare`` replaces it with a fresh one, so nothing of a previous
-session can leak into the next (models and their settings live on the frontend itself).
+session can leak into the next (models and their settings live on the frontend itself). Each
+of the cascade's session parts (:class:`~venus_ros.frontends.policy.SessionPart`) keeps its
+own in one object here (:class:`AddresseeState`, :class:`OverlapState`), replaced by the
+part's ``reset`` when ``prepare`` starts a session.
 Positions are in microphone samples at 16 kHz (the unit timeline).
 """
 
@@ -14,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SessionState"]
+__all__ = ["AddresseeState", "OverlapState", "SessionState"]
 
 
 @dataclass
@@ -35,10 +38,6 @@ class SessionState:
         user_texts: Its final transcripts.
         turn: The assistant's turn in progress (None while listening).
         turn_overlap: Voiced user frames over that turn's audio.
-        turn_began: Microphone sample where the current (or last) turn began.
-        finished_turn: ``(began, ended)`` of a turn that finished by playing out (not a yield),
-            until the frontend has judged the speech that overlapped it.
-        ignored_overlaps: How often overlapped speech was forgotten at the end of a turn.
         play_end: Microphone sample where the emitted audio stops playing.
         ref_end: Echo canceller stream sample just past the reference given.
         intervals: Where the assistant's audio plays, microphone samples ``[start, end)``.
@@ -66,9 +65,6 @@ class SessionState:
     user_texts: list[str] = field(default_factory=list)
     turn: Any = None
     turn_overlap: int = 0
-    turn_began: float = 0.0
-    finished_turn: tuple[float, float] | None = None
-    ignored_overlaps: int = 0
     play_end: float = 0.0
     ref_end: float = 0.0
     intervals: deque[list[float]] = field(default_factory=deque)
@@ -85,3 +81,48 @@ class SessionState:
         self.user_turn_speech = 0
         self.user_turn_start = None
         self.user_texts = []
+
+
+@dataclass
+class AddresseeState:
+    """What the addressee gate of one session has seen: the utterance in progress (its voiced
+    frames' energy and start), the verdicts on the user texts pending, and the latest assistant
+    turn that ended.
+
+    Attributes:
+        unit: The unit whose frames were accounted so far.
+        seen: Frames of that unit accounted.
+        energy: Sum of 10^(dB/10) over the utterance's voiced frames (assistant silent).
+        voiced: Those frames.
+        start_s: Session time of the first voiced frame since the last judged utterance.
+        texts: The ``user_texts`` list the verdicts belong to.
+        verdicts: One verdict per text of ``texts``.
+        question_end_s: Where the latest turn ended, if it played out and asked something.
+        dropped: Utterances dropped as not addressed, this session.
+    """
+
+    unit: int = -1
+    seen: int = 0
+    energy: float = 0.0
+    voiced: int = 0
+    start_s: float | None = None
+    texts: list[str] | None = None
+    verdicts: list[Any] = field(default_factory=list)
+    question_end_s: float | None = None
+    dropped: int = 0
+
+
+@dataclass
+class OverlapState:
+    """What the overlap rule of one session has seen (microphone samples).
+
+    Attributes:
+        turn_began: Where the current (or last) turn began.
+        finished_turn: ``(began, ended)`` of a turn that finished by playing out (not a yield),
+            until the speech that overlapped it has been judged.
+        ignored_overlaps: How often overlapped speech was forgotten at the end of a turn.
+    """
+
+    turn_began: float = 0.0
+    finished_turn: tuple[float, float] | None = None
+    ignored_overlaps: int = 0

@@ -1,0 +1,170 @@
+"""The policy frontend's session parts (:class:`~venus_ros.frontends.policy.SessionPart`).
+
+Each part is composed into a real :class:`PolicyFrontend` (Silero VAD, espeak-ng) and run
+through the real duplex loop on a fake clock: the hooks fire at the events they name, a part
+can hold a request back, and the cascade's two parts (:class:`OverlapRule`,
+:class:`AddresseeGate`) work alone and start over at ``prepare``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from speech import espeak_16k
+
+from venus_ros.core.clock import FakeClock
+from venus_ros.core.session import run_offline
+from venus_ros.core.units import InputUnit
+from venus_ros.frontends.cascade.frontend import AddresseeGate, OverlapRule
+from venus_ros.frontends.cascade.state import AddresseeState, OverlapState
+from venus_ros.frontends.policy import (
+    FloorObservation,
+    NeverYield,
+    PolicyFrontend,
+    SessionPart,
+    VadBargeIn,
+)
+
+RATE = 16000
+STORY = (
+    "Here is a long story about a robot who lived in a small house by the sea. "
+    "Every morning it walked along the beach and counted the waves."
+)
+REQUEST = "Wait, what is the weather in Paris today?"
+
+
+@pytest.fixture(scope="module")
+def request_audio(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
+    folder = tmp_path_factory.mktemp("speech")
+    return espeak_16k(REQUEST, folder / "request.wav", "en-gb+f3")
+
+
+def place(total_s: float, start: float, clip: np.ndarray) -> np.ndarray:
+    """``total_s`` of digital silence with ``clip`` added at ``start``."""
+    out = np.zeros(round(total_s * RATE), np.float32)
+    i = round(start * RATE)
+    out[i : i + clip.size] += clip[: out.size - i]
+    return out
+
+
+def started(frontend: PolicyFrontend) -> list[str]:
+    return [s.started for s in frontend.steps if s.started]
+
+
+class Recorder(SessionPart):
+    """Records every hook call; admits requests only when ``admit`` is true."""
+
+    def __init__(self, admit: bool = True) -> None:
+        self.admit = admit
+        self.events: list[str] = []
+        self.observations: list[FloorObservation] = []
+        self.resets = 0
+
+    def reset(self) -> None:
+        self.resets += 1
+        self.events, self.observations = [], []
+
+    def on_observation(self, frontend: PolicyFrontend, obs: FloorObservation) -> None:
+        assert frontend.state.last_obs is obs
+        self.observations.append(obs)
+
+    def admit_request(self, frontend: PolicyFrontend) -> bool:
+        self.events.append("request")
+        return self.admit
+
+    def on_turn_started(self, frontend: PolicyFrontend) -> None:
+        assert frontend.state.turn is not None
+        self.events.append("started")
+
+    def on_turn_finished(self, frontend: PolicyFrontend, turn: Any) -> None:
+        assert frontend.state.turn is None and turn.heard_text()
+        self.events.append("finished")
+
+    def on_turn_yielded(self, frontend: PolicyFrontend) -> None:
+        assert frontend.state.turn is not None  # told before the turn is ended
+        self.events.append("yielded")
+
+    def on_unit_taken_in(self, frontend: PolicyFrontend, unit: InputUnit) -> None:
+        self.events.append(f"unit{unit.index}")
+
+
+def test_hooks_fire_at_their_events_and_prepare_resets_the_parts(
+    request_audio: np.ndarray,
+) -> None:
+    part = Recorder()
+    frontend = PolicyFrontend(NeverYield(), asr=False, substeps=2, session_parts=[part])
+    assert part.resets == 1  # the constructor starts the first session
+    frontend.schedule_turns([(1.0, "Hello there.")])
+    run_offline(place(8.0, 4.0, request_audio), RATE, frontend, clock=FakeClock())
+    units = len(frontend.steps)
+    assert len(part.observations) == 2 * units  # one per sub-step, in time order
+    assert [o.substep for o in part.observations[:4]] == [0, 1, 0, 1]
+    assert [e for e in part.events if e.startswith("unit")] == [f"unit{i}" for i in range(units)]
+    turns = [e for e in part.events if not e.startswith("unit") and e != "request"]
+    # the scheduled greeting, then the answer to the request (a delegation): each played out
+    assert turns == ["started", "finished", "started", "finished"]
+    assert started(frontend) == ["scheduled", "delegate"]
+    assert "request" in part.events
+    resets = part.resets  # (the loop prepares the session too)
+    frontend.prepare()
+    assert part.resets == resets + 1 and part.events == [] and part.observations == []
+
+
+def test_a_part_can_hold_every_request_back(request_audio: np.ndarray) -> None:
+    audio = place(8.0, 1.5, request_audio)
+    frontend = PolicyFrontend(VadBargeIn(), asr=False, session_parts=[Recorder(admit=False)])
+    run_offline(audio, RATE, frontend, clock=FakeClock())
+    assert started(frontend) == []  # the policy took the turn, but there was nothing to answer
+    # ... and admitted, the same speech is answered
+    frontend = PolicyFrontend(VadBargeIn(), asr=False, session_parts=[Recorder(admit=True)])
+    run_offline(audio, RATE, frontend, clock=FakeClock())
+    assert started(frontend) == ["delegate"]
+
+
+def test_a_yield_is_told_to_the_parts(request_audio: np.ndarray) -> None:
+    part = Recorder()
+    frontend = PolicyFrontend(VadBargeIn(), asr=False, session_parts=[part])
+    frontend.schedule_turns([(1.0, STORY)])
+    run_offline(place(10.0, 3.3, request_audio), RATE, frontend, clock=FakeClock())
+    assert any(s.yielded for s in frontend.steps)
+    turns = [e for e in part.events if not e.startswith("unit") and e != "request"]
+    assert turns[:2] == ["started", "yielded"]
+
+
+def test_session_parts_must_be_session_parts() -> None:
+    with pytest.raises(TypeError, match="session_parts"):
+        PolicyFrontend(VadBargeIn(), asr=False, session_parts=[object()])  # type: ignore[list-item]
+
+
+def test_overlap_rule_alone_forgets_speech_over_a_turn_it_talked_through(
+    request_audio: np.ndarray,
+) -> None:
+    audio = place(16.0, 3.3, request_audio)  # over the story, and over before the story ends
+    rule = OverlapRule()
+    frontend = PolicyFrontend(NeverYield(), asr=False, session_parts=[rule])
+    frontend.schedule_turns([(1.0, STORY)])
+    run_offline(audio, RATE, frontend, clock=FakeClock())
+    assert started(frontend) == ["scheduled"]
+    assert rule.state.ignored_overlaps == 1
+    frontend.prepare()
+    assert rule.state == OverlapState()
+    # Without the rule the same speech is answered once the story is over.
+    plain = PolicyFrontend(NeverYield(), asr=False)
+    plain.schedule_turns([(1.0, STORY)])
+    run_offline(audio, RATE, plain, clock=FakeClock())
+    assert started(plain) == ["scheduled", "delegate"]
+
+
+def test_addressee_gate_without_a_judge_or_asr_admits_and_resets(
+    request_audio: np.ndarray,
+) -> None:
+    gate = AddresseeGate(None)
+    frontend = PolicyFrontend(VadBargeIn(), asr=False, session_parts=[gate])
+    run_offline(place(8.0, 1.5, request_audio), RATE, frontend, clock=FakeClock())
+    assert started(frontend) == ["delegate"]
+    assert gate.state == AddresseeState()  # no judge: nothing accounted
+    gate.state.dropped = 3
+    frontend.prepare()
+    assert gate.state.dropped == 0
