@@ -68,7 +68,7 @@ MODEL_PATH = Path(__file__).resolve().parent / "models" / "addressee.npz"
 ANSWER_WINDOW_S = 6.0
 """Speech starting this soon after an assistant question finished playing answers it."""
 PRIOR_USER_DB = -26.0
-"""The user's voiced level (dBFS of 10 ms frames) assumed before any utterance was judged
+"""The user's voiced level (dBFS of the 32 ms VAD frames) assumed before any utterance was judged
 addressed: normal speech near the robot's microphone (the training part of the synthesizer
 speaks at -23 dBFS, +-3 dB)."""
 QUIET_MARGIN_DB = 7.0
@@ -186,7 +186,7 @@ class Utterance:
     Attributes:
         text: Its final transcript (may be empty when nothing was made out).
         start_s: Session time of its first voiced frame.
-        speech_db: Mean voiced level, dBFS of 10 ms frames (None: unknown, e.g. all of it
+        speech_db: Mean voiced level, dBFS of the 32 ms VAD frames (None: unknown, e.g. all of it
             over the assistant's own audio).
         after_question_s: Seconds from the end of the latest assistant turn to ``start_s``
             when that turn ended with a question; None otherwise.
