@@ -29,13 +29,11 @@ from venus_ros.frontends.cascade.responder import (
     ReplyStream,
     capabilities_from_tools,
     check_phrase_for,
-    content_words,
-    lead_in,
     make_lm,
-    request_phrase,
     with_context,
 )
 from venus_ros.frontends.policy import NeverYield, PolicyFrontend, UserRequest, VadBargeIn
+from venus_ros.text.requests import content_words, lead_in, request_phrase
 
 RATE = 16000
 

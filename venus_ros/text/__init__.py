@@ -4,5 +4,6 @@ words. The evaluation imports none of it (it must not grade with the tables it g
 - :mod:`.numbers`: spoken numbers and durations (on ``text2num``).
 - :mod:`.places`: time zones from place names.
 - :mod:`.repair`: fillers, disfluencies, self-corrections, chained requests.
+- :mod:`.requests`: a request's content words, the request named back, a lead-in naming it.
 - :mod:`.speech`: markdown and markup to plain speech, word-safe shortening.
 """
