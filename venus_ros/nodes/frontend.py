@@ -143,6 +143,7 @@ class FrontendNode(ManagedNode):
         #: Times the frontend stopped the assistant between boundaries (:meth:`_hear`).
         self.early_flushes = 0
         self._last_unit = -1
+        self._heard = 0  # samples of the unit in progress already given to the loop
         self.assembler = UnitAssembler(cfg.units)
         self.dropped_messages = 0
         self.lost_samples = 0
@@ -397,6 +398,7 @@ class FrontendNode(ManagedNode):
                 self._hear(loop)
                 continue
             result = loop.step(unit)
+            self._heard = 0  # the next unit is heard from its start
             self.units_done += 1
             self._last_unit = unit.index
             stamp = self.get_clock().now().to_msg()
@@ -422,10 +424,11 @@ class FrontendNode(ManagedNode):
     def _hear(self, loop: DuplexLoop) -> None:
         """Give the frontend the new audio of the unit in progress; stop the speaker at once if
         it asks (a UnitDecision with ``flush`` for the last unit decided, as a yield sends)."""
-        piece = self.assembler.partial()
+        piece = self.assembler.partial(self._heard)  # only what the loop has not heard
         # A unit completed meanwhile: its boundary comes first (the piece is of the next one).
         if piece is None or self.assembler.pending_units:
             return
+        self._heard = piece.end
         if not loop.hear(piece):
             return
         self.early_flushes += 1
