@@ -186,7 +186,8 @@ def request_phrase(request: str, max_words: int = 12) -> tuple[str, bool]:
     return phrase, question
 
 
-_CORRECTION = re.compile(
+#: A correction naming what the user meant ("I meant the blue one"); its object is group 1.
+_ASKING_ABOUT = re.compile(
     r"\b(?:i mean|i meant|i'm asking about|i was asking about|i'm talking about|"
     r"i was talking about)\s+([^,.;!?]+)",
     re.IGNORECASE,
@@ -197,7 +198,7 @@ def lead_in(request: str, max_words: int = 5) -> str:
     """What the assistant can say at once while its answer is generated, naming what was
     asked: a question's wh-phrase ("Which day?", "How long?") or a correction's object
     ("The blue one?"); '' when there is none (a bare "What?" would sound like not hearing)."""
-    match = _CORRECTION.search(request)
+    match = _ASKING_ABOUT.search(request)
     text = _OPENER.sub("", " ".join(request.split())).strip()
     text = _FRAME.sub("", re.sub(r"\s*,\s*", " ", text)).strip()
     if match:
