@@ -51,7 +51,7 @@ from venus_ros.frontends.cascade.responder import (
     make_lm,
 )
 from venus_ros.frontends.cascade.state import AddresseeState, OverlapState
-from venus_ros.frontends.perception import FRAME_S, FloorObservation
+from venus_ros.frontends.perception import FRAME_S, SAMPLE_RATE, FloorObservation
 from venus_ros.frontends.policy import (
     Delegator,
     FloorPolicy,
@@ -163,9 +163,6 @@ def load_parts(
     return CascadeParts(floor, delegator, query_of, policy_name, router_name, tuple(fallbacks))
 
 
-_SAMPLE_RATE = 16000  # microphone samples per second (the unit timeline)
-
-
 class AddresseeGate(SessionPart):
     """Session part: holds back the user speech that was not said to the assistant.
 
@@ -201,7 +198,7 @@ class AddresseeGate(SessionPart):
     def on_turn_finished(self, frontend: PolicyFrontend, turn: Any) -> None:
         """Remember where a turn that asked something ended (an answer may follow it)."""
         asked = turn.heard_text().rstrip().endswith("?")
-        self.state.question_end_s = frontend.state.play_end / _SAMPLE_RATE if asked else None
+        self.state.question_end_s = frontend.state.play_end / SAMPLE_RATE if asked else None
 
     def on_turn_yielded(self, frontend: PolicyFrontend) -> None:
         """A yielded turn asked nothing that the next speech answers."""
