@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from venus_ros.audio.vad import FRAME_SAMPLES, SAMPLE_RATE
 from venus_ros.core.frontend import FrontendError
 
 if TYPE_CHECKING:
@@ -44,10 +45,6 @@ __all__ = [
     "substep_cuts",
 ]
 
-SAMPLE_RATE = 16000
-"""Rate of the user channel, in Hz."""
-FRAME_SAMPLES = 512
-"""Samples per VAD frame (Silero's 32 ms at 16 kHz)."""
 FRAME_S = FRAME_SAMPLES / SAMPLE_RATE
 """Length of one VAD frame, in seconds (0.032)."""
 SILENCE_DB = -120.0

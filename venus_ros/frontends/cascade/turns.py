@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from venus_ros.core.protocol import split_visible
+from venus_ros.frontends.perception import SAMPLE_RATE
 
 if TYPE_CHECKING:
     from venus_ros.audio.tts import Tts
 
 __all__ = ["Turn", "TurnPlayer", "split_turn", "trim_silence"]
 
-SAMPLE_RATE = 16000
-"""Rate of the unit timeline (``Turn.total16`` counts in it)."""
 _TOKEN = re.compile(r"\S+\s*")
 
 
