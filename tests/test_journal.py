@@ -110,6 +110,7 @@ def test_every_transition_is_in_the_journal_before_anyone_acts_on_it(
     problems: list[str] = []
     heard: list[tuple[str, TaskState]] = []
     gate = threading.Event()
+    started: list[str] = []  # look tools that have checked the journal
 
     def journaled(task_id: str, seq: int) -> tuple[str | None, str | None]:
         row = reader.execute("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
@@ -129,6 +130,7 @@ def test_every_transition_is_in_the_journal_before_anyone_acts_on_it(
         found = reader.execute("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
         if found != ("RUNNING",):
             problems.append(f"the tool started while the journal had {found}")
+        started.append(task_id)
         while not gate.is_set():
             await asyncio.sleep(0.005)
         return ToolResult("looked")
@@ -146,7 +148,9 @@ def test_every_transition_is_in_the_journal_before_anyone_acts_on_it(
         )
         for task in (done, failed):
             runner.future(task.id).result(WAIT_S)
-        wait_for(lambda: looked.state is S.RUNNING, "the look task to run")
+        # Cancel once both tools have looked at the journal: a cancel racing look-2's start
+        # would have the tool see CANCELLING (written after RUNNING) instead.
+        wait_for(lambda: len(started) == 2, "both look tools to start")
         runner.cancel("look-2")
         gate.set()
         for task in (looked, cancelled):
@@ -668,8 +672,14 @@ def test_kill_9_with_a_delivering_task_and_a_pending_timer_then_restart_loses_no
         assert calc.final_state == "COMPLETED"
         timer_id, timer = ask("set a timer for ten minutes")
         assert timer.final_state == "COMPLETED" and "10 minute timer" in timer.reply_text
+        # Both replies went out in their Delegate results; the node journals DELIVERING just
+        # after sending them, so wait for both before the kill.
         probe.wait_for(
-            lambda: journal_state(calc_id) is S.DELIVERING, NODE_WAIT_S, "the reply DELIVERING"
+            lambda: (
+                journal_state(calc_id) is S.DELIVERING and journal_state(timer_id) is S.DELIVERING
+            ),
+            NODE_WAIT_S,
+            "the replies DELIVERING",
         )
         first.stopped = True
         first.proc.kill()
