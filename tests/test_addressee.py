@@ -19,10 +19,10 @@ from venus_ros.frontends.cascade.addressee import (
     QUIET_MARGIN_DB,
     SOFTER_DB,
     Addressee,
-    AddresseeHead,
     Utterance,
     vocative,
 )
+from venus_ros.frontends.cascade.texthead import TextHead
 
 RATE = 16000
 
@@ -42,9 +42,9 @@ class HashEmbedder:
         return out / np.maximum(norms, 1e-9)
 
 
-def fixed_head(score: float) -> AddresseeHead:
+def fixed_head(score: float) -> TextHead:
     """A head that gives every text ``score`` (zero weights, the intercept's logit)."""
-    return AddresseeHead(np.zeros(16), float(np.log(score / (1 - score))), 0.4, "hash16")
+    return TextHead(np.zeros(16), float(np.log(score / (1 - score))), 0.4, "hash16")
 
 
 # ---------------------------------------------------------------------------- vocatives
@@ -124,19 +124,19 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="quiet_margin_db"):
         Addressee("Venus", quiet_margin_db=0.0)
     with pytest.raises(ValueError, match="threshold"):
-        AddresseeHead(np.zeros(4), 0.0, 1.5)
+        TextHead(np.zeros(4), 0.0, 1.5)
     head = fixed_head(0.7)
     with pytest.raises(ValueError, match="embeddings"):
         head.scores(np.zeros((1, 3)), ["x"])
     np.savez(tmp_path / "bad.npz", coef=np.zeros(3))
-    with pytest.raises(ValueError, match="not an addressee head"):
-        AddresseeHead.load(tmp_path / "bad.npz")
+    with pytest.raises(ValueError, match="not a text head"):
+        TextHead.load(tmp_path / "bad.npz")
 
 
 def test_head_round_trip(tmp_path: Path) -> None:
-    head = AddresseeHead(np.arange(20) / 10.0, -0.5, 0.3, "e", lexical_dims=4, lexical_scale=0.25)
+    head = TextHead(np.arange(20) / 10.0, -0.5, 0.3, "e", lexical_dims=4, lexical_scale=0.25)
     head.save(tmp_path / "h.npz")
-    again = AddresseeHead.load(tmp_path / "h.npz")
+    again = TextHead.load(tmp_path / "h.npz")
     assert again.dim == 16 and again.lexical_dims == 4 and again.threshold == 0.3
     x = HashEmbedder().embed(["turn the lights on"])
     assert again.scores(x, ["turn the lights on"]) == pytest.approx(
@@ -170,7 +170,7 @@ def test_trainer_writes_a_loadable_head(tmp_path: Path) -> None:
     from venus_ros.training.addressee import MIN_RECALL, train_addressee
 
     report = train_addressee(tmp_path, embedder=HashEmbedder())
-    head = AddresseeHead.load(tmp_path / MODEL_PATH.name)
+    head = TextHead.load(tmp_path / MODEL_PATH.name)
     assert head.embedder == "hash16" and head.dim == 16
     assert report["cv_recall"] >= MIN_RECALL - 1e-9
     assert "held-out" in (tmp_path / "addressee_report.md").read_text(encoding="utf-8")

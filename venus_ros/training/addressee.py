@@ -1,6 +1,6 @@
 """Training of the addressee text head (``python -m venus_ros.training.addressee``).
 
-The head (:class:`~venus_ros.frontends.cascade.addressee.AddresseeHead`) scores whether a
+The head (a :class:`~venus_ros.frontends.cascade.texthead.TextHead`) scores whether a
 finished utterance reads as said to an assistant. Deterministic for a seed:
 
 1. Data, from training material only: *addressed* are the training part of the synthesizer's
@@ -34,8 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from venus_ros.frontends.cascade.addressee import MODEL_PATH, AddresseeHead
+from venus_ros.frontends.cascade.addressee import MODEL_PATH
 from venus_ros.frontends.cascade.router import lexical_features
+from venus_ros.frontends.cascade.texthead import TextHead
 from venus_ros.training.router import (
     TextEmbedder,
     calibrate_threshold,
@@ -223,7 +224,7 @@ def train_addressee(
     threshold = calibrate_threshold(held_out, y, MIN_RECALL)
     cv = metrics(held_out, y, threshold)
     coef, intercept = fit_logistic(x, y, L2)
-    head = AddresseeHead(coef, intercept, threshold, embedder.name, LEXICAL_DIMS, LEXICAL_SCALE)
+    head = TextHead(coef, intercept, threshold, embedder.name, LEXICAL_DIMS, LEXICAL_SCALE)
     out_dir = Path(out) if out is not None else MODEL_PATH.parent
     out_dir.mkdir(parents=True, exist_ok=True)
     head.save(out_dir / MODEL_PATH.name)

@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from venus_ros.frontends.cascade.texthead import TextHead
+
 if TYPE_CHECKING:
     from venus_ros.frontends.cascade.embed import Embedder
 
@@ -57,7 +59,6 @@ __all__ = [
     "QUIET_MARGIN_DB",
     "SOFTER_DB",
     "Addressee",
-    "AddresseeHead",
     "Utterance",
     "Verdict",
     "vocative",
@@ -216,98 +217,6 @@ class Verdict:
     level_delta_db: float | None = None
 
 
-class AddresseeHead:
-    """The text head: logistic regression on the sentence embedding and hashed words.
-
-    Args:
-        coef: ``[embedding_dim + lexical_dims]`` weights.
-        intercept: The bias.
-        threshold: Scores below it read as not addressed.
-        embedder: The embedder's name the head was trained with.
-        lexical_dims: Width of the hashed word features (0: none).
-        lexical_scale: Their scale (:func:`~venus_ros.frontends.cascade.router.lexical_features`).
-    """
-
-    def __init__(
-        self,
-        coef: npt.ArrayLike,
-        intercept: float,
-        threshold: float,
-        embedder: str = "",
-        lexical_dims: int = 0,
-        lexical_scale: float = 0.5,
-    ) -> None:
-        self.coef = np.asarray(coef, dtype=np.float64).reshape(-1)
-        self.intercept = float(intercept)
-        self.threshold = float(threshold)
-        self.embedder = str(embedder)
-        self.lexical_dims = int(lexical_dims)
-        self.lexical_scale = float(lexical_scale)
-        if not 0.0 < self.threshold < 1.0:
-            raise ValueError(f"addressee head: threshold must be in (0, 1), got {threshold}")
-        if not 0 <= self.lexical_dims < self.coef.size:
-            raise ValueError(
-                f"addressee head: lexical_dims {lexical_dims} does not fit {self.coef.size} weights"
-            )
-
-    @property
-    def dim(self) -> int:
-        """Embedding width it expects."""
-        return int(self.coef.size) - self.lexical_dims
-
-    def features(self, embeddings: npt.ArrayLike, texts: Sequence[str]) -> npt.NDArray[Any]:
-        """The head's input: embeddings next to the texts' hashed word features."""
-        x = np.asarray(embeddings, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != self.dim or x.shape[0] != len(texts):
-            raise ValueError(
-                f"addressee head: expected [{len(texts)}, {self.dim}] embeddings, got {x.shape}"
-            )
-        if not self.lexical_dims:
-            return x
-        from venus_ros.frontends.cascade.router import lexical_features
-
-        lexical = lexical_features(list(texts), self.lexical_dims, self.lexical_scale)
-        return np.hstack([x, lexical])
-
-    def scores(self, embeddings: npt.ArrayLike, texts: Sequence[str]) -> npt.NDArray[np.float64]:
-        """Probabilities of being addressed, one per text (``embeddings``: theirs)."""
-        x = self.features(embeddings, texts)
-        return 0.5 * (1.0 + np.tanh(0.5 * (x @ self.coef + self.intercept)))
-
-    def save(self, path: str | Path) -> None:
-        """Write the head as ``.npz``."""
-        np.savez(
-            Path(path),
-            coef=self.coef,
-            intercept=np.float64(self.intercept),
-            threshold=np.float64(self.threshold),
-            embedder=np.str_(self.embedder),
-            lexical_dims=np.int64(self.lexical_dims),
-            lexical_scale=np.float64(self.lexical_scale),
-        )
-
-    @classmethod
-    def load(cls, path: str | Path = MODEL_PATH) -> AddresseeHead:
-        """Read a head written by :meth:`save`.
-
-        Raises:
-            OSError: the file is missing or unreadable.
-            ValueError: it does not hold a head.
-        """
-        with np.load(Path(path), allow_pickle=False) as data:
-            missing = {"coef", "intercept", "threshold"} - set(data.files)
-            if missing:
-                raise ValueError(f"{path}: not an addressee head (missing {sorted(missing)})")
-            return cls(
-                data["coef"],
-                float(data["intercept"]),
-                float(data["threshold"]),
-                str(data["embedder"]) if "embedder" in data.files else "",
-                int(data["lexical_dims"]) if "lexical_dims" in data.files else 0,
-                float(data["lexical_scale"]) if "lexical_scale" in data.files else 0.5,
-            )
-
-
 class Addressee:
     """Judges finished utterances (see the module docstring for the evidence and its order).
 
@@ -329,7 +238,7 @@ class Addressee:
     def __init__(
         self,
         name: str = "Venus",
-        head: AddresseeHead | None = None,
+        head: TextHead | None = None,
         embedder: Embedder | Any | None = None,
         *,
         prior_user_db: float = PRIOR_USER_DB,
@@ -363,12 +272,12 @@ class Addressee:
         self.verdicts = []
 
     @property
-    def head(self) -> AddresseeHead | None:
+    def head(self) -> TextHead | None:
         """The text head (loaded on first use; None when it cannot be loaded)."""
         if not self._head_tried:
             self._head_tried = True
             try:
-                self._head = AddresseeHead.load()
+                self._head = TextHead.load(MODEL_PATH)
             except (OSError, ValueError):
                 self._head = None
         return self._head
