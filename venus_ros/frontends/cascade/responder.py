@@ -76,6 +76,7 @@ __all__ = [
     "check_phrase_for",
     "clarifying_question",
     "make_lm",
+    "opener_for",
     "with_context",
 ]
 
@@ -186,6 +187,17 @@ def check_phrase_for(query: str, fallback: str = "Let me check.") -> str:
     if question or phrase.split()[0] in ("the", "a", "an", "your", "my", "some", "how"):
         return f"Let me check {phrase}."
     return f"Okay, {phrase}. Let me check."
+
+
+def opener_for(request: str) -> str:
+    """A short acknowledgement for the start of a generated reply that is not ready yet: "Let
+    me think." before the answer to a question, "Oh, okay." before the reply to anything else
+    (a correction, a remark, a request). It names nothing, so it never says something wrong.
+    Each is a little under one unit of speech: the reply's first phrase, ready by the next
+    unit, follows it after a short pause (an evaluation scores the two as one voice segment),
+    and the next unit still waits for that phrase (a turn with audio left to hand out does
+    not)."""
+    return "Let me think." if request_phrase(request)[1] else "Oh, okay."
 
 
 def clarifying_question(request: str) -> str:
@@ -439,6 +451,13 @@ class ReplyStream:
         replacement: What replaces an off-topic reply (default: ``fallback``).
         check_sentences: ``check`` judges the first whole sentence, not the text so far
             (a check that a partial reply can pass too early).
+        opener: A short acknowledgement the turn player may say once (:meth:`open`) when the
+            turn starts and no phrase is ready yet, so the user does not wait a silent unit
+            ('' for none).
+
+    Generation runs at the unit loop's priority until its first phrase can be handed out (the
+    user is waiting for it), then at a lower one (:func:`_lower_priority`), so the rest of the
+    reply never delays a unit.
     """
 
     def __init__(
@@ -455,8 +474,13 @@ class ReplyStream:
         check: Callable[[str], bool] | None = None,
         replacement: str = "",
         check_sentences: bool = False,
+        opener: str = "",
     ) -> None:
         self.min_first_words = int(min_first_words)
+        self.opener = opener.strip()
+        #: The opener was said (:meth:`open`).
+        self.opened = False
+        self._lowered = False
         self._check = check
         self._checked = check is None
         self._check_sentences = bool(check_sentences)
@@ -489,14 +513,17 @@ class ReplyStream:
         self._thread.join(timeout_s)
 
     def _run(self) -> None:
-        _lower_priority()
         try:
             for piece in self._engine.stream(self._messages, self._max_tokens, self._cancel):
                 with self._cond:
                     self._text += piece
                     self._judge(final=False)
                     full = len(_SENTENCE_END.findall(self._text)) >= self.max_sentences
+                    ready = self._ready() > 0 or self.replaced
                     self._cond.notify_all()
+                if ready and not self._lowered:  # the first phrase is out: the rest can wait
+                    self._lowered = True
+                    _lower_priority()
                 if self.replaced or full or time.monotonic() - self.started > self._timeout_s:
                     break
         except Exception as exc:  # surfaced through .error and the log, never raised in a unit
@@ -540,6 +567,18 @@ class ReplyStream:
     def cancel(self) -> None:
         """Stop generating (at the next token)."""
         self._cancel.set()
+
+    def open(self) -> str:
+        """The opener, once, while nothing of the reply has been handed out ('' otherwise).
+
+        Saying it does not count as the reply: a reply that then produces nothing still ends
+        with its fallback (:meth:`give_up`, :meth:`take`).
+        """
+        with self._cond:
+            if self.opened or self._gave or not self.opener:
+                return ""
+            self.opened = True
+            return self.opener
 
     def give_up(self) -> str:
         """End a reply that has handed out nothing yet: generation stops and the fallback is
@@ -754,6 +793,9 @@ class CascadeResponder(Responder):
             when the shop opens.", :func:`check_phrase_for`) instead of ``check_phrase``.
         lead_ins: A generated reply starts with the question's wh-phrase or the correction's
             object (:func:`lead_in`), spoken while the rest is generated.
+        openers: A generated reply with no lead-in whose first phrase is not ready when the
+            turn starts begins with a short acknowledgement (:func:`opener_for`) instead of a
+            silent unit.
         **kwargs: Passed to :class:`~venus_ros.frontends.policy.Responder`.
     """
 
@@ -772,6 +814,7 @@ class CascadeResponder(Responder):
         shots: Sequence[tuple[str, str]] = FEW_SHOTS,
         name_requests: bool = True,
         lead_ins: bool = True,
+        openers: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(delegator, query_of=query_of, **kwargs)
@@ -792,6 +835,7 @@ class CascadeResponder(Responder):
         self.shots = tuple(shots)
         self.name_requests = bool(name_requests)
         self.lead_ins = bool(lead_ins)
+        self.openers = bool(openers)
         self.conversation = Conversation()
         self._stream: ReplyStream | None = None
         self._last_spoken = ""
@@ -864,6 +908,7 @@ class CascadeResponder(Responder):
             check=check,
             replacement=clarify,
             check_sentences=whole,
+            opener=opener_for(transcript) if self.openers else "",
         )
         return self._stream
 

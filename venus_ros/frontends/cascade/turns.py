@@ -39,7 +39,7 @@ class Turn:
         total16: The turn's audio so far, in 16 kHz samples.
         intervals: Where its audio plays, microphone samples ``[start, end)``.
         source: A reply stream still producing words (``take(wait_s)``, ``cancel()``, and
-            optionally ``give_up() -> str``).
+            optionally ``give_up() -> str`` and ``open() -> str``).
         said: The text handed out so far, piece by piece.
         waited: Units in a row that had nothing to hand out while the stream was producing.
     """
@@ -77,6 +77,10 @@ class TurnPlayer:
         max_wait_units: After this many units in a row with nothing to say, the stream gives
             up (``give_up()``): its fallback is said if it said nothing yet, else the turn
             ends, so a slow generation never leaves the user in silence for long.
+
+    A turn whose first piece finds nothing to say (no text given, the stream's first phrase
+    not ready after the bounded wait) says the stream's opener instead (``open()``, a short
+    acknowledgement), where the stream has one: the turn's audio starts at its first boundary.
     """
 
     def __init__(
@@ -132,9 +136,12 @@ class TurnPlayer:
             return
         text, done = turn.source.take(self.stream_wait_s if not turn.chunks else 0.0)
         if not text.strip() and not done and not turn.chunks:
-            turn.waited += 1
+            turn.waited += 1  # a unit the reply kept the user waiting (an opener or not)
+            opener = getattr(turn.source, "open", None)
             give_up = getattr(turn.source, "give_up", None)
-            if turn.waited >= self.max_wait_units and callable(give_up):
+            if not turn.said and callable(opener):  # the turn's first piece: not a silent one
+                text = str(opener())
+            if not text.strip() and turn.waited >= self.max_wait_units and callable(give_up):
                 text, done = give_up(), True
         elif text.strip():
             turn.waited = 0
