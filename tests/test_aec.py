@@ -1,10 +1,11 @@
-"""Echo cancellation (WebRTC AEC3 via livekit) on real espeak-ng speech through a synthetic room.
+"""Echo cancellation (the numpy engine; WebRTC AEC3 via livekit for comparison) on real
+espeak-ng speech through a synthetic room.
 
 The assistant (en-us, male) and the user (en-gb, female variant) are spoken by espeak-ng into
 tmp_path, resampled to 16 kHz, and mixed by :func:`build_echo_scenario`: the assistant's speech
 through a 0.3 s exponentially decaying noise room response, delayed, at -6 dB, plus a -70 dBFS
-noise floor. ERLE and double-talk figures are printed (run with ``-s``) and bounded well below
-what was measured (figures in the asserts' comments, measured on seeds 0-4).
+noise floor. ERLE and double-talk figures are printed (run with ``-s``) and bounded below
+what was measured (figures in the asserts' comments, measured on seed 0 unless said).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from venus_ros.audio.aec import (
     EchoCanceller,
 )
 from venus_ros.audio.erle import build_echo_scenario, energy_db, erle_db, synthetic_rir
+from venus_ros.audio.vad import SileroVad
 from venus_ros.core.units import InputError
 
 RATE = 16000
@@ -102,11 +104,11 @@ def test_erle_after_convergence(speech: dict, delay_ms: int) -> None:
     )
     assert out.size == scenario.mic.size
     assert aec.stats.late_reference_samples == 0
-    # Measured 41.8-43.1 dB after 2 s (the -70 dBFS noise floor caps it near 44 dB) and
-    # 25.2-33.3 dB over the first 2 s, at delays 20/100/200 ms, seeds 0-4.
-    assert late >= 30.0
-    assert early >= 15.0
-    assert rtf < 0.2  # measured 0.010-0.017 on 2 cores
+    # Measured 32.3-38.3 dB after 2 s and 28.5-39.0 dB over the first 2 s at delays
+    # 20/100/200 ms (webrtc: 41.8-43.1 and 25.2-33.3, seeds 0-4).
+    assert late >= 28.0
+    assert early >= 20.0
+    assert rtf < 0.5  # measured 0.02-0.06 on 2 busy cores
 
 
 def test_reference_at_another_rate_is_resampled(speech: dict) -> None:
@@ -131,7 +133,7 @@ def test_reference_at_another_rate_is_resampled(speech: dict) -> None:
     )
     print(f"\nAEC ERLE with a {native_rate} Hz reference (soxr QQ): {erle:.1f} dB")
     assert aec.stats.late_reference_samples == 0
-    assert erle >= 30.0  # measured 41 dB, as with the 16 kHz reference
+    assert erle >= 28.0  # measured 33 dB (webrtc 41 dB), as with the 16 kHz reference
 
 
 # -- double talk ------------------------------------------------------------------------------
@@ -176,13 +178,79 @@ def test_double_talk_keeps_the_user(speech: dict, delay_ms: int) -> None:
         f"within 20 dB; ERLE before it {erle:.1f} dB; "
         f"user alone afterwards correlation {after_corr:.3f}"
     )
-    # Measured (seeds 0-4): correlation 0.58-0.77, energy -3.6..-6.2 dB, 63-89% of the 19
-    # stretches kept; afterwards 1.000.
-    assert dt_corr >= 0.45
-    assert dt_gain >= -9.0
-    assert kept >= 0.5
-    assert erle >= 30.0
-    assert after_corr >= 0.95
+    # Measured: correlation 0.991-0.996, energy -0.2..-0.4 dB, 100% of the 19 stretches kept,
+    # ERLE before it 32-37 dB; afterwards 1.000. (webrtc, seeds 0-4: correlation 0.58-0.77,
+    # energy -3.6..-6.2 dB, 63-89% kept.)
+    assert dt_corr >= 0.95
+    assert dt_gain >= -2.0
+    assert kept >= 0.95
+    assert erle >= 28.0
+    assert after_corr >= 0.99
+
+
+def test_reference_that_was_not_played_keeps_the_user(speech: dict) -> None:
+    """A reference the speaker never played (flushed playback, a mic that does not hear it):
+    the user passes as if there were no reference, once the first half second is past."""
+    scenario = build_echo_scenario(speech["assistant"], speech["user"], delay_ms=60, seed=1)
+    mic = scenario.mic - scenario.echo  # the user and the noise floor, no echo
+    aec, out = run_canceller(mic, scenario.reference)
+    _, user_path = run_canceller(mic, None)
+    start, stop = scenario.double_talk
+    during = aligned(out, start, stop, aec.latency_samples)
+    expected = aligned(user_path, start, stop, aec.latency_samples)
+    dt_corr = corr(during, expected)
+    dt_gain = 10 * math.log10(np.sum(during.astype(np.float64) ** 2) / np.sum(expected**2.0))
+    print(f"\nAEC unplayed reference: user correlation {dt_corr:.4f}, energy {dt_gain:+.2f} dB")
+    assert dt_corr >= 0.99  # measured 1.0000
+    assert abs(dt_gain) < 0.5
+
+
+def test_long_delay_is_found(speech: dict) -> None:
+    """350 ms of delay: beyond the adaptive filter's 160 ms, found by the delay estimator."""
+    scenario = build_echo_scenario(speech["assistant"], delay_ms=350, seed=2)
+    aec, out = run_canceller(scenario.mic, scenario.reference)
+    start, stop = scenario.echo_only
+    converged = start + 2 * RATE
+    late = erle_db(scenario.mic[converged:stop], aligned(out, converged, stop, aec.latency_samples))
+    print(f"\nAEC ERLE delay 350 ms after 2 s: {late:.1f} dB")
+    assert late >= 25.0  # measured 36.3 dB
+
+
+def test_vad_hears_the_user_and_not_the_residue(speech: dict) -> None:
+    """Silero VAD on the output: no speech in the residual echo once converged, the user's
+    speech under double talk found where the clean user channel has it."""
+    user_start_s = speech["assistant"].size / RATE - 2.0
+    scenario = build_echo_scenario(
+        speech["assistant"], speech["user"], delay_ms=60, user_start_s=user_start_s, seed=3
+    )
+    aec, out = run_canceller(scenario.mic, scenario.reference)
+    latency = aec.latency_samples
+    shifted = np.zeros_like(out)
+    shifted[: out.size - latency] = out[latency:]
+    vad = SileroVad(max_probabilities=10**6)
+
+    def probs(x: np.ndarray) -> np.ndarray:
+        vad.reset()
+        vad.process(x.astype(np.float32))
+        return np.array([p for _, p in vad.probabilities])
+
+    p_out, p_mic, p_user = probs(shifted), probs(scenario.mic), probs(scenario.user)
+    frame = np.arange(p_out.size) * 512
+    start, stop = scenario.echo_only
+    echo_only = (frame >= start + RATE) & (frame + 512 <= stop)
+    double = (frame >= scenario.double_talk[0]) & (frame + 512 <= scenario.double_talk[1])
+    talking = double & (p_user >= 0.5)
+    false_out = float(np.mean(p_out[echo_only] >= 0.5))
+    false_mic = float(np.mean(p_mic[echo_only] >= 0.5))
+    missed = float(np.mean(p_out[talking] < 0.5))
+    print(
+        f"\nAEC + VAD: speech in the residue {false_out:.1%} (mic {false_mic:.1%}) of "
+        f"{int(echo_only.sum())} frames; user missed under double talk {missed:.1%} of "
+        f"{int(talking.sum())}"
+    )
+    assert false_mic > 0.5  # the echo itself is speech to the VAD
+    assert false_out <= 0.05  # measured 0.0%
+    assert missed <= 0.1  # measured 0.0%
 
 
 # -- framing, alignment, pass-through ---------------------------------------------------------
@@ -230,6 +298,16 @@ def test_positions_with_gaps_equal_a_continuous_reference(speech: dict) -> None:
 def test_no_reference_passes_the_mic_through(speech: dict) -> None:
     mic = speech["user"]
     aec, out = run_canceller(mic, None)
+    latency = aec.latency_samples
+    assert latency == 2 * FRAME_SAMPLES == 320
+    assert np.all(np.abs(out[:latency]) < 1e-9)  # zeros, to FFT rounding
+    np.testing.assert_allclose(out[latency:], mic[: mic.size - latency], atol=1e-6)
+    assert aec.stats.reference_frames == 0
+
+
+def test_webrtc_engine_passes_the_mic_through_its_high_pass(speech: dict) -> None:
+    mic = speech["user"]
+    aec, out = run_canceller(mic, None, canceller=EchoCanceller(engine="webrtc"))
     latency = aec.latency_samples
     assert latency == FRAME_SAMPLES + APM_LATENCY_SAMPLES == 288
     assert np.all(out[:latency] == 0)
@@ -348,12 +426,25 @@ def test_bad_settings() -> None:
         EchoCanceller(frame_ms=20)
     with pytest.raises(ValueError, match="resample_quality"):
         EchoCanceller(resample_quality="best")
+    for bad, match in (
+        ({"engine": "speex"}, "engine"),
+        ({"filter_ms": 15}, "filter_ms"),
+        ({"filter_ms": 0}, "filter_ms"),
+        ({"max_delay_ms": -10}, "max_delay_ms"),
+        ({"step": 0.0}, "step"),
+        ({"step": 1.5}, "step"),
+        ({"suppress_floor_db": 3.0}, "suppress_floor_db"),
+        ({"over_suppress": -1.0}, "over_suppress"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            EchoCanceller(**bad)
 
 
 def test_missing_backend_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "livekit", None)
     with pytest.raises(AecBackendMissing, match=r"pip install 'livekit"):
-        EchoCanceller()
+        EchoCanceller(engine="webrtc")
+    EchoCanceller()  # the numpy engine needs no livekit
 
 
 def test_int16_and_clipping_are_accepted() -> None:
