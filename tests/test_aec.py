@@ -216,6 +216,27 @@ def test_long_delay_is_found(speech: dict) -> None:
     assert late >= 25.0  # measured 36.3 dB
 
 
+def test_the_filter_outlasts_a_pause_in_playback(speech: dict) -> None:
+    """Playback, 2 s of silence (the canceller idles: the mic passes exactly), playback again:
+    the second stretch is cancelled from its start, with nothing to re-learn."""
+    first = speech["assistant"][: 4 * RATE]
+    second = speech["assistant"][4 * RATE : 7 * RATE]
+    gap = 2 * RATE
+    played = np.concatenate([first, np.zeros(gap, np.float32), second])
+    scenario = build_echo_scenario(played, delay_ms=60, seed=4)
+    aec, out = run_canceller(scenario.mic, scenario.reference)
+    latency = aec.latency_samples
+    quiet_start = first.size + RATE  # the first stretch's echo has died
+    quiet = slice(quiet_start, first.size + gap)
+    np.testing.assert_allclose(
+        aligned(out, quiet.start, quiet.stop, latency), scenario.mic[quiet], atol=1e-6
+    )
+    begin = first.size + gap + scenario.delay_samples
+    early = erle_db(scenario.mic[begin : begin + RATE], aligned(out, begin, begin + RATE, latency))
+    print(f"\nAEC after a 2 s pause: first second of echo {early:.1f} dB")
+    assert early >= 25.0  # measured 37.6 dB
+
+
 def test_vad_hears_the_user_and_not_the_residue(speech: dict) -> None:
     """Silero VAD on the output: no speech in the residual echo once converged, the user's
     speech under double talk found where the clean user channel has it."""

@@ -40,6 +40,9 @@ Two engines (``engine=``):
      ``suppress_floor_db`` -40). No high-pass, no comfort noise: where there is no echo the
      mic passes unchanged.
 
+  When no reference has reached the filters' window for a while (``max_delay_ms`` plus
+  ``filter_ms`` plus 20 ms of exact zeros), the mic passes through without any FFT (the
+  overlap-add at unit gain; the filters and leakage estimates are kept for the next playback).
   ``out[n]`` is the mic sample ``n - 320``: one frame of framing plus one of overlap-add.
   Echo paths longer than ``filter_ms`` after the delay leave their tail to the suppressor.
 * ``"webrtc"``: WebRTC's audio processing module (APM) with its echo canceller, AEC3 (linear
@@ -619,6 +622,7 @@ class _Fdaf:
         self.delay_votes = 0
         self.delay_candidate = 0
         self.delay_known = False
+        self.silent = 0
         self.frames = 0
         self.x_prev = np.zeros(n)
         self.dp_prev = np.zeros(n)
@@ -651,6 +655,9 @@ class _Fdaf:
         returns the output of the previous frame (the suppressor's overlap-add)."""
         n = FRAME_SAMPLES
         self.frames += 1
+        self.silent = self.silent + 1 if not np.any(x) else 0
+        if self.silent > self.x_hist.shape[0] + 1:
+            return self._pass(d)
         # The filters work on pre-emphasised signals (whiter than speech: faster convergence).
         xp = x - _PREEMPH * np.concatenate(([self.x_last], x[:-1]))
         dp = d - _PREEMPH * np.concatenate(([self.d_last], d[:-1]))
@@ -698,6 +705,27 @@ class _Fdaf:
         elif self.dt_hold:
             self.dt_hold -= 1
         return _DT_STEP if self.dt_hold else 1.0
+
+    def _pass(self, d: np.ndarray) -> np.ndarray:
+        """No reference anywhere in the filters' reach: the mic passes (the overlap-add with
+        unit gain, no FFT), and the suppressor's short-term statistics start over."""
+        n = FRAME_SAMPLES
+        if self.silent == self.x_hist.shape[0] + 2:  # just entered: clear what is left
+            self.x_hist[:] = 0.0
+            self.x_prev = np.zeros(n)
+            self.x_last = self.y_last = 0.0
+            for stat in (self.s_zz, self.s_dd, self.s_yy, self.s_xx_lag):
+                stat[:] = 0.0
+            self.dt_cross = self.dt_power = self.dt_peak = 0.0
+            self.dt_hold = 0
+        squared = self.window**2
+        result = self.ola + squared[:n] * self.d_prev
+        self.ola = squared[n:] * d
+        self.dp_prev = d - _PREEMPH * np.concatenate(([self.d_last], d[:-1]))
+        self.d_last = float(d[-1])
+        self.e_prev = self.d_prev = d
+        self.y_prev = np.zeros(n)
+        return result
 
     def _deemphasise(self, yp: np.ndarray) -> np.ndarray:
         """Undo the pre-emphasis: ``y[n] = yp[n] + a y[n-1]`` in closed form."""
