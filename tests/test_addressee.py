@@ -15,11 +15,17 @@ from venus_ros.core.clock import FakeClock
 from venus_ros.core.session import run_offline
 from venus_ros.frontends import make_frontend
 from venus_ros.frontends.cascade.addressee import (
+    CLEAR_REQUEST,
+    CONVERSATION_S,
     MODEL_PATH,
     QUIET_MARGIN_DB,
     SOFTER_DB,
+    STATEMENT_KEY,
     Addressee,
     Utterance,
+    asks,
+    load_statement_threshold,
+    set_off_opening,
     vocative,
 )
 from venus_ros.frontends.cascade.texthead import TextHead
@@ -75,6 +81,47 @@ def test_vocative_finds_who_is_called(text: str, who: str | None) -> None:
     assert vocative(text, "Venus") == who
 
 
+@pytest.mark.parametrize(
+    ("text", "opening"),
+    [
+        ("Sea bee, could you shut the gate?", "sea bee"),  # a name the recogniser misheard
+        ("Thanks, sun fine, just put it there.", "sun fine"),
+        ("Oh well, what time is it?", None),  # discourse words only
+        ("Excuse me, by the way, is it late?", None),
+        ("It's cold, close the window.", None),  # a clause of its own
+        ("Clear the table, then start the dishwasher.", None),
+        ("Um, what did the, uh, doctor say?", None),
+        ("Sea bee could you shut the gate?", None),  # nothing set off
+        ("Sam.", None),
+    ],
+)
+def test_set_off_opening_finds_what_may_be_a_misheard_name(text: str, opening: str | None) -> None:
+    assert set_off_opening(text) == opening
+
+
+@pytest.mark.parametrize(
+    ("text", "asking"),
+    [
+        ("What's the weather like", True),  # no "?" written
+        ("is the shop open", True),
+        ("Okay, so turn the lights off.", True),
+        ("It's dark in here, could you turn on the lamp", True),
+        ("I need a recipe with spinach.", True),
+        ("Let me know when it's ready.", True),
+        ("Close the blinds please", True),
+        ("and comment, send a message to the office", True),  # misheard first words
+        ("I think someone is at the door.", False),
+        ("Oh no, it's starting to rain.", False),
+        ("Hold on, my phone is ringing.", False),
+        ("Just a second, let me sit down.", False),
+        ("Okay, see you at six then.", False),
+        ("I can't find the other sock anywhere.", False),
+    ],
+)
+def test_asks_tells_questions_and_requests_from_statements(text: str, asking: bool) -> None:
+    assert asks(text) is asking
+
+
 # ---------------------------------------------------------------------------- decisions
 
 
@@ -105,6 +152,48 @@ def test_names_questions_and_level_decide_before_the_text() -> None:
     assert not judge.judge(Utterance("", 0.0, judge.user_db - QUIET_MARGIN_DB - 1)).addressed
 
 
+def test_with_no_conversation_going_on_statements_need_a_higher_score() -> None:
+    """Idle (nothing addressed for CONVERSATION_S): a statement below the statement threshold,
+    or a misheard-name opening, is dropped at the user's level; questions and requests are not;
+    in a conversation the same statement is kept."""
+    judge = Addressee("Venus", fixed_head(0.3), HashEmbedder(), statement_threshold=0.35)
+    level = judge.user_db
+    aside = judge.judge(Utterance("Oh no, it's starting to rain.", 0.0, level))
+    assert (aside.addressed, aside.reason) == (False, "text")
+    misheard = judge.judge(Utterance("Sea bee, could you shut the gate?", 1.0, level))
+    assert not misheard.addressed
+    asked = judge.judge(Utterance("is it going to rain", 2.0, level))  # kept: a question
+    assert asked.addressed and judge.idle(2.5 + CONVERSATION_S) and not judge.idle(10.0)
+    follow = judge.judge(Utterance("Oh no, it's starting to rain.", 10.0, level))
+    assert follow.addressed  # a conversation is going on: the phrasing alone is not trusted
+    later = judge.judge(Utterance("Oh no, it's raining.", 10.5 + CONVERSATION_S, level))
+    assert not later.addressed  # nothing addressed for CONVERSATION_S: idle again
+    judge.reset()
+    assert judge.idle(0.0) and not judge.judge(Utterance("Oh no, it rains.", 0.0, level)).addressed
+    # a score at or above the statement threshold keeps the statement
+    high = Addressee("Venus", fixed_head(0.4), HashEmbedder(), statement_threshold=0.35)
+    assert high.judge(Utterance("Oh no, it's starting to rain.", 0.0, high.user_db)).addressed
+    # without a statement threshold only the misheard-name opening drops idle speech
+    plain = Addressee("Venus", fixed_head(0.01), HashEmbedder())
+    assert plain.judge(Utterance("Oh no, it's starting to rain.", 0.0, plain.user_db)).addressed
+    plain.reset()  # the statement was addressed: a conversation is going on until a reset
+    assert not plain.judge(Utterance("Sea bee, shut the gate.", 1.0, plain.user_db)).addressed
+
+
+def test_softer_speech_needs_a_score_rising_with_how_much_softer() -> None:
+    """From SOFTER_DB below the user the head's threshold (0.4) applies, rising linearly to
+    CLEAR_REQUEST at the quiet margin."""
+    mid = -(SOFTER_DB + QUIET_MARGIN_DB) / 2  # halfway: needs (0.4 + CLEAR_REQUEST) / 2
+    need = (0.4 + CLEAR_REQUEST) / 2
+    for score, kept in ((need - 0.05, False), (need + 0.05, True)):
+        judge = Addressee("Venus", fixed_head(score), HashEmbedder())
+        # a request (asks): only the level evidence applies
+        verdict = judge.judge(Utterance("what time is it", 0.0, judge.user_db + mid))
+        assert verdict.addressed is kept, (score, verdict)
+    near = Addressee("Venus", fixed_head(0.1), HashEmbedder())
+    assert near.judge(Utterance("what time is it", 0.0, near.user_db - SOFTER_DB + 0.5)).addressed
+
+
 def test_the_user_level_follows_addressed_speech_and_resets() -> None:
     judge = Addressee("Venus", head=fixed_head(0.8), embedder=HashEmbedder(), prior_user_db=-26.0)
     for _ in range(20):
@@ -131,6 +220,12 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
     np.savez(tmp_path / "bad.npz", coef=np.zeros(3))
     with pytest.raises(ValueError, match="not a text head"):
         TextHead.load(tmp_path / "bad.npz")
+    with pytest.raises(ValueError, match="statement_threshold"):
+        Addressee("Venus", statement_threshold=1.0)
+    assert load_statement_threshold(tmp_path / "bad.npz") is None  # an older file: none
+    np.savez(tmp_path / "odd.npz", coef=np.zeros(3), **{STATEMENT_KEY: 2.0})
+    with pytest.raises(ValueError, match=STATEMENT_KEY):
+        load_statement_threshold(tmp_path / "odd.npz")
 
 
 def test_head_round_trip(tmp_path: Path) -> None:
@@ -151,19 +246,31 @@ def test_committed_head_reads_requests_as_addressed() -> None:
     for text in ("What's the tallest mountain in Africa?", "Can you set a timer for ten minutes?"):
         verdict = judge.judge(Utterance(text, 0.0, -23.0))
         assert verdict.addressed and verdict.reason == "text", (text, verdict)
+    threshold = load_statement_threshold(MODEL_PATH)
+    assert judge.statement_threshold == threshold and threshold is not None
+    judge.reset()  # idle again: a remark to oneself from the training material is dropped
+    aside = judge.judge(Utterance("Hold on, my phone is ringing.", 0.0, -23.0))
+    assert (aside.addressed, aside.reason) == (False, "text"), aside
 
 
 # ---------------------------------------------------------------------------- trainer
 
 
 def test_training_data_is_training_material_only() -> None:
-    from venus_ros.training.addressee import _asr_form, evaluation_phrases, training_texts
+    from venus_ros.training.addressee import (
+        _asr_form,
+        evaluation_names,
+        evaluation_phrases,
+        training_texts,
+    )
 
     texts, labels, groups = training_texts()
     assert labels.any() and not labels.all() and len(groups) == len(texts)
     held_out = evaluation_phrases()
     assert len(held_out) > 100
     assert not {_asr_form(t) for t in texts} & held_out
+    names = evaluation_names()
+    assert names and not {w for t in texts for w in re.findall(r"[a-z]+", t.lower())} & names
 
 
 def test_trainer_writes_a_loadable_head(tmp_path: Path) -> None:
@@ -173,6 +280,8 @@ def test_trainer_writes_a_loadable_head(tmp_path: Path) -> None:
     head = TextHead.load(tmp_path / MODEL_PATH.name)
     assert head.embedder == "hash16" and head.dim == 16
     assert report["cv_recall"] >= MIN_RECALL - 1e-9
+    assert report["cv_idle_recall"] >= MIN_RECALL - 1e-9
+    assert load_statement_threshold(tmp_path / MODEL_PATH.name) == report["statement_threshold"]
     assert "held-out" in (tmp_path / "addressee_report.md").read_text(encoding="utf-8")
 
 

@@ -6,19 +6,27 @@ finished utterance reads as said to an assistant. Deterministic for a seed:
 1. Data, from training material only: *addressed* are the training part of the synthesizer's
    requests (questions, delegation and chit-chat requests, interruptions, paused sentences:
    :data:`venus_ros.eval.synth.FAMILIES` ``["train"]``) and every text of the delegation
-   router's corpus; *not addressed* are the training part's remarks to other people (vocatives
-   with every training name, side comments, phone talk), background talk and TV lines, and
-   :data:`EXTRA_NOT_ADDRESSED` (more of the same kinds, written for this trainer). The
-   evaluation part (:mod:`venus_ros.eval.phrases_eval`) is never read.
-2. Each text also as a speech recogniser may write it: lower case without punctuation.
+   router's corpus; *not addressed* are the training part's remarks to other people (its
+   vocatives and :data:`EXTRA_VOCATIVES`, each with :data:`NAMES_PER_TEMPLATE` of the training
+   names and :data:`EXTRA_NAMES`, and :data:`GARBLED_PER_TEMPLATE` forms with the name misheard
+   as common words, :data:`MISHEARD_WORDS`; side comments, phone talk), background talk and TV
+   lines, and :data:`EXTRA_NOT_ADDRESSED` (more of the same kinds, written for this trainer).
+   The evaluation part (:mod:`venus_ros.eval.phrases_eval`) is never trained on: it is read
+   only to leave out its phrases and names.
+2. Each text also as a speech recogniser may write it: lower case without punctuation (not
+   the garbled vocatives: without their comma they read as plain requests).
 3. Features: the all-MiniLM-L6-v2 sentence embedding next to the router's hashed words and
    word pairs (:func:`~venus_ros.frontends.cascade.router.lexical_features`).
 4. :func:`~venus_ros.training.router.fit_logistic` (class-balanced, L2), in 5 folds split by
    phrase (every variant of a phrase in one fold) for held-out scores; the threshold is
    :func:`~venus_ros.training.router.calibrate_threshold` on them with recall of addressed
    speech >= :data:`MIN_RECALL` (a missed request costs more than an answered remark; the other
-   evidence catches many remarks).
-5. The head is refitted on everything and written with its report.
+   evidence catches many remarks). On the same held-out scores, the statement threshold
+   (:func:`calibrate_statement_threshold`: how the gate judges speech at the user's level with
+   no conversation going on, :func:`~venus_ros.frontends.cascade.addressee.reads_aside`) is the
+   highest that still keeps >= :data:`MIN_RECALL` of the addressed texts.
+5. The head is refitted on everything and written with its report; the statement threshold is
+   stored next to it in the model file.
 
 Outputs: ``addressee.npz`` and ``addressee_report.md`` in ``frontends/cascade/models``.
 """
@@ -34,7 +42,11 @@ from typing import Any
 
 import numpy as np
 
-from venus_ros.frontends.cascade.addressee import MODEL_PATH
+from venus_ros.frontends.cascade.addressee import (
+    MODEL_PATH,
+    STATEMENT_KEY,
+    reads_aside,
+)
 from venus_ros.frontends.cascade.router import lexical_features
 from venus_ros.frontends.cascade.texthead import TextHead
 from venus_ros.training.router import (
@@ -46,8 +58,13 @@ from venus_ros.training.router import (
 )
 
 __all__ = [
+    "EXTRA_NAMES",
     "EXTRA_NOT_ADDRESSED",
+    "EXTRA_VOCATIVES",
     "MIN_RECALL",
+    "MISHEARD_WORDS",
+    "calibrate_statement_threshold",
+    "evaluation_names",
     "evaluation_phrases",
     "main",
     "train_addressee",
@@ -56,10 +73,15 @@ __all__ = [
 
 MIN_RECALL = 0.97
 """Least share of addressed speech kept, on held-out folds."""
-L2 = 1e-3
+L2 = 1e-4
 FOLDS = 5
 LEXICAL_DIMS = 512
 LEXICAL_SCALE = 0.5
+NAMES_PER_TEMPLATE = 6
+"""Names every vocative template is filled with (in turn from the training names; so that
+vocatives do not outweigh the other speech not addressed)."""
+GARBLED_PER_TEMPLATE = 4
+"""Garbled-name forms of every vocative template."""
 
 #: More speech not meant for the assistant (written for this trainer; training data only).
 EXTRA_NOT_ADDRESSED: tuple[str, ...] = (
@@ -107,6 +129,257 @@ EXTRA_NOT_ADDRESSED: tuple[str, ...] = (
     "This programme contains scenes that some viewers may find upsetting.",
     "Temperatures will climb into the high twenties by the end of the week.",
     "Thanks for tuning in, we'll see you at the same time tomorrow.",
+    # more remarks to someone else in the room (no name said)
+    "Have you fed the dog yet?",
+    "Are you still using the laptop or can I have it?",
+    "Did you remember to call your grandmother?",
+    "Don't forget your lunch, it's on the counter.",
+    "You left the lights on in the bathroom again.",
+    "Hurry up, we're going to be late.",
+    "Go and brush your teeth, it's nearly bedtime.",
+    "Is that your jacket on the floor?",
+    "Have you finished your homework?",
+    "I'm popping out to the shop, do you want anything?",
+    "Sit down, dinner's nearly ready.",
+    "Careful, the plate is hot.",
+    "Did your mum ring back?",
+    "Shut the door behind you, it's freezing.",
+    "You look tired, go and have a lie down.",
+    "Where did you put the car keys?",
+    "What time does your train leave?",
+    "Let's go, the film starts in ten minutes.",
+    "Are you hungry? I could make some pasta.",
+    "Don't touch that, it's still wet.",
+    "Wipe your feet before you come in.",
+    "I'll be upstairs if you need me.",
+    "Did you hear that noise outside?",
+    "You're standing on my foot.",
+    "Grab a towel, you're dripping everywhere.",
+    "Who ate the last biscuit?",
+    "Would you mind feeding the cat while I'm away?",
+    "You can borrow my umbrella if you like.",
+    "Tell your brother the food is ready.",
+    "Have you seen the scissors? They were here a minute ago.",
+    "Is it your turn or mine to walk the dog?",
+    "Mind your head on the shelf.",
+    "We need to leave in five minutes, get your shoes on.",
+    "Did you want tea or coffee?",
+    # remarks to oneself and exclamations
+    "Ouch, I just stubbed my toe.",
+    "Oh great, the milk has gone off.",
+    "Where are my glasses, I had them a second ago.",
+    "Wow, look at that sunset.",
+    "Oh no, I forgot to buy bread.",
+    "Ugh, this traffic is terrible.",
+    "Hmm, I wonder who that could be.",
+    "Oh, someone's at the door.",
+    "Darn, the battery's flat again.",
+    "Well, that didn't go to plan.",
+    "Oh dear, the plant is dying.",
+    "Blimey, it's cold in here.",
+    "I knew I should have brought a coat.",
+    "That's the third time the bus has been late this week.",
+    "Hmm, I thought I left my wallet on the table.",
+    "Oh, the post has come.",
+    "Whoops, I dropped a fork.",
+    "Goodness, is it that late already?",
+    "Phew, that was close.",
+    "Oh, the kettle's boiled.",
+    "I'm sure I put the receipt somewhere.",
+    "Right, where was I.",
+    "Let me just find my reading glasses.",
+    "Ah, there it is, under the cushion.",
+    # one side of a phone call
+    "Hello? Yes, speaking.",
+    "Hi Mum, yeah, I'm fine, just cooking dinner.",
+    "Can I call you back? I'm in the middle of something.",
+    "Yeah, no, that works for me, see you then.",
+    "I'm about ten minutes away, start without me.",
+    "What did the doctor say?",
+    "Oh really? When did that happen?",
+    "No, I haven't heard from him since Monday.",
+    "Alright, I'll let her know, thanks for calling.",
+    "Yes, the appointment is at half past three.",
+    "Sorry, who is this?",
+    "I'll send you the photos tonight.",
+    "Uh huh, yeah, I know what you mean.",
+    "That's terrible, is she okay?",
+    "We're thinking of coming up on Saturday if that's alright.",
+    "Mm, yes, I've got the reference number here somewhere.",
+    "Yes, my date of birth is the fourth of June.",
+    "No problem, talk soon, bye bye.",
+    "I can't hear you very well, I'll ring you back.",
+    "Did you get my message about the party?",
+    # more radio and television
+    "Breaking news this hour, flooding has closed several roads in the west.",
+    "And now, the weather for the weekend.",
+    "Don't go away, we'll be right back after this.",
+    "Call now and get a second one absolutely free.",
+    "He shoots, he scores, the crowd goes wild!",
+    "Next week on the show, we visit a castle in the highlands.",
+    "Inflation rose slightly last month, according to official figures.",
+    "The match resumes after a short delay for rain.",
+    "I never thought I'd see you again, she whispered.",
+    "Get out of my house and never come back!",
+    "This is the six o'clock news.",
+    "Join us again next week for another episode.",
+    "That's all from us tonight, good night.",
+    "The band will be touring the country this autumn.",
+    "Heavy snow is expected on high ground overnight.",
+    "Available now in all good stores.",
+    "Our top story tonight, a new hospital opens in the city centre.",
+    "And the winner of this year's competition is...",
+    "Terms and conditions apply, see our website for details.",
+    "The defender clears it away and it's a corner.",
+    # more remarks about the moment, said to whoever is around
+    "The neighbours are having a party again.",
+    "Oh, your parcel has arrived.",
+    "That smells amazing, what are you cooking?",
+    "The car's making that funny noise again.",
+    "I think the dishwasher is leaking.",
+    "Look, the cat's asleep in the laundry basket.",
+    "My feet are killing me after that walk.",
+    "It's gone really quiet outside.",
+    "Someone's parked across our driveway again.",
+    "You were right, it did rain in the end.",
+    "We should paint this room one day.",
+    "That was the best meal I've had in ages.",
+    "I can't believe how fast the kids are growing.",
+    "The baby's finally asleep.",
+    "Oh, the bread is ready, it smells lovely.",
+    "Your shoelace is undone.",
+    "I'm off to bed, see you in the morning.",
+    "That's not how you fold a fitted sheet.",
+    "There's a spider in the bath.",
+    "The heating's come on, thank goodness.",
+    "Oh, you've had your hair cut, it looks nice.",
+    "I'm just going to have a quick shower.",
+    "That jumper really suits you.",
+    "We've run out of washing up liquid.",
+    "It's your dad on the phone.",
+    "The wifi's down again.",
+    "Oh, my tea's gone cold.",
+    "I left my umbrella on the bus, typical.",
+    "The roses are coming up nicely this year.",
+    "Hang on, I'm just finishing this email.",
+    "Sorry, I was miles away.",
+    "No, I said the green one, not the blue one.",
+    "Honestly, you never listen to me.",
+    "Fine, have it your way.",
+    "Oh, that's a shame, I was looking forward to it.",
+    "Well done, that's brilliant!",
+    "Bless you.",
+    "Happy birthday, darling!",
+    "Shh, I'm trying to watch this.",
+    "I told you, it's in the top drawer.",
+    "Because I said so.",
+    "Yes, you can have one more biscuit.",
+    "No, not now, maybe after lunch.",
+    "I'll be with you in a minute.",
+    "We'll see what your father says.",
+    "Stop teasing your sister.",
+    # more of a phone or video call
+    "Can you hear me now? I'm on the train.",
+    "I'm just putting the kettle on, carry on.",
+    "Hi, it's me again, sorry to bother you.",
+    "Yeah, I got it, thanks, I'll have a look tonight.",
+    "Tell the kids I love them.",
+    "What time does your flight land?",
+    "Are you coming for Sunday lunch?",
+    "Hang on, the line is terrible.",
+    "Oh, you're on mute, we can't hear you.",
+    "Can everyone see my screen?",
+    "Let's pick this up in tomorrow's meeting.",
+    "Sorry, go ahead, you first.",
+    "I'll forward you the details after the call.",
+    "Yes, that's right, two adults and one child.",
+    "No, the parcel still hasn't arrived.",
+    "I'm outside, can you buzz me in?",
+    "Give me five minutes, I'm nearly there.",
+    "Okay, I'll pick up some bread on the way.",
+    # more radio, television and podcasts
+    "Welcome to another episode of the podcast.",
+    "And the crowd are on their feet!",
+    "Here's a song that takes me right back to my school days.",
+    "We asked a hundred people to name something you find in a kitchen.",
+    "The suspect was last seen wearing a dark jacket.",
+    "Mix the flour and butter until it looks like breadcrumbs.",
+    "Rain will spread from the west during the morning.",
+    "Don't forget to like and subscribe.",
+    "You've got ten seconds, starting now.",
+    "Our survey says!",
+    "The jury has reached a verdict, your honour.",
+    "Put your hands together for the band!",
+    "That's it for the sport, now back to the studio.",
+    "Is that your final answer?",
+    "Meanwhile, in the jungle, the tiger waits patiently.",
+    "Buy one, get one free, this week only at your local store.",
+)
+#: More remarks that call someone else by name; ``{name}`` is filled with every training name
+#: and with :data:`EXTRA_NAMES` (general English first names, training data only).
+EXTRA_VOCATIVES: tuple[str, ...] = (
+    "{name}, come here a minute.",
+    "Oi, {name}, that's my seat.",
+    "{name}, is your sister home yet?",
+    "{name}, where did you put the remote?",
+    "{name}, turn the telly off, please.",
+    "{name}, breakfast is on the table.",
+    "{name}, have you done your homework?",
+    "{name}, can you help me with this box?",
+    "{name}, what time are we leaving?",
+    "Hey {name}, look at this.",
+    "{name}, your phone is ringing.",
+    "{name}, don't forget your keys.",
+    "Come on, {name}, we're late.",
+    "{name}, is that you?",
+    "Thanks, {name}, that's lovely.",
+    "See you later, {name}.",
+    "Night night, {name}.",
+    "Can you take the bins out, {name}?",
+    "Are you ready, {name}?",
+)
+#: First names for :data:`EXTRA_VOCATIVES` (general; any name of the evaluation part is left out
+#: by :func:`training_texts`).
+EXTRA_NAMES: tuple[str, ...] = (
+    "James",
+    "Olivia",
+    "Noah",
+    "Emma",
+    "Lucas",
+    "Chloe",
+    "Omar",
+    "Fatima",
+    "Chen",
+    "Mei",
+    "Carlos",
+    "Lucia",
+    "Ivan",
+    "Olga",
+    "Kwame",
+    "Amara",
+    "Raj",
+    "Aisha",
+    "Kenji",
+    "Elena",
+    "Jack",
+    "Grace",
+    "Ben",
+    "Lily",
+    "Mohammed",
+    "Zara",
+    "Pablo",
+    "Ingrid",
+    "Ravi",
+    "Nora",
+)
+#: Short common words a speech recogniser may write for a name it does not know; a vocative
+#: with its name garbled into one to three of them (:func:`_garbled_vocatives`).
+MISHEARD_WORDS: tuple[str, ...] = tuple(
+    """be it with and in the a so we he she me see sea tea bee key way day may say no new
+    all or on at an up us as ease is his her hair air are our arm am an ten then than there
+    where wear ray rain run sun son some sum fun fine wine line mine my by buy high hi eye
+    i o oh owe low go show toe sew so saw law raw four for far car jar bar star yes us use
+    ya you she'd feed bead need read lead reed wood would could good hood hook look book""".split()
 )
 
 
@@ -136,17 +409,39 @@ def evaluation_phrases() -> frozenset[str]:
     return frozenset(found)
 
 
+def _garbled_vocatives(template: str, seed: int) -> list[str]:
+    """``template`` with its ``{name}`` as a recogniser may write an unknown name: one to three
+    of :data:`MISHEARD_WORDS`, capitalised at the start of the sentence, the comma kept."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(GARBLED_PER_TEMPLATE):
+        words = " ".join(rng.choice(MISHEARD_WORDS, size=int(rng.integers(1, 4))))
+        text = template.format(name=words)
+        out.append(text[0].upper() + text[1:])
+    return out
+
+
+def evaluation_names() -> frozenset[str]:
+    """The evaluation part's other names, lower case: never trained on."""
+    from venus_ros.eval import phrases_eval
+
+    return frozenset(n.lower() for n in phrases_eval.OTHER_NAMES)
+
+
 def training_texts() -> tuple[list[str], np.ndarray, np.ndarray]:
     """The training texts, their labels (True: addressed) and phrase groups.
 
     Each phrase comes twice (as written and in :func:`_asr_form`); both share a group, and
-    the vocative templates share one group over all names. A text that is also an
-    evaluation phrase (:func:`evaluation_phrases`) is left out.
+    the vocative templates share one group over all names and their garbled forms (these are
+    kept as written only: without the comma they read as a request). A text that is also an
+    evaluation phrase (:func:`evaluation_phrases`), or a name of the evaluation part, is left
+    out.
     """
     from venus_ros.eval.synth import FAMILIES
 
     fam = FAMILIES["train"]
-    phrases: list[tuple[list[str], bool]] = []
+    # (variants, label, variants only as written)
+    phrases: list[tuple[list[str], bool, list[str]]] = []
     addressed = [
         *fam.questions,
         *fam.delegate_yes,
@@ -154,12 +449,17 @@ def training_texts() -> tuple[list[str], np.ndarray, np.ndarray]:
         *fam.interruptions,
         *(f"{a} {b}" for a, b in fam.paused_sentences),
     ]
-    phrases += [([t], True) for t in addressed]
+    phrases += [([t], True, []) for t in addressed]
     by_group: dict[int, list[str]] = {}
     for item in load_corpus():
         by_group.setdefault(item.group, []).append(item.text)
-    phrases += [(texts, True) for _, texts in sorted(by_group.items())]
-    phrases += [([v.format(name=n) for n in fam.other_names], False) for v in fam.vocatives]
+    phrases += [(texts, True, []) for _, texts in sorted(by_group.items())]
+    banned = evaluation_names()
+    names = [n for n in dict.fromkeys((*fam.other_names, *EXTRA_NAMES)) if n.lower() not in banned]
+    for k, template in enumerate((*fam.vocatives, *EXTRA_VOCATIVES)):
+        turn = [names[(k * NAMES_PER_TEMPLATE + i) % len(names)] for i in range(NAMES_PER_TEMPLATE)]
+        named = [template.format(name=n) for n in turn]
+        phrases.append((named, False, _garbled_vocatives(template, k)))
     others = (
         *fam.side_comments,
         *fam.phone_talk,
@@ -167,14 +467,16 @@ def training_texts() -> tuple[list[str], np.ndarray, np.ndarray]:
         *fam.background_tv,
         *EXTRA_NOT_ADDRESSED,
     )
-    phrases += [([t], False) for t in others]
+    phrases += [([t], False, []) for t in others]
     held_out = evaluation_phrases()
     texts: list[str] = []
     labels: list[bool] = []
     groups: list[int] = []
-    for group, (variants, label) in enumerate(phrases):
+    for group, (variants, label, as_written) in enumerate(phrases):
         kept = [t for t in variants if _asr_form(t) not in held_out]
-        for text in dict.fromkeys(v for t in kept for v in (t, _asr_form(t))):
+        forms = [v for t in kept for v in (t, _asr_form(t))]
+        forms += [t for t in as_written if _asr_form(t) not in held_out]
+        for text in dict.fromkeys(forms):
             texts.append(text)
             labels.append(label)
             groups.append(group)
@@ -191,6 +493,27 @@ def _folds(labels: np.ndarray, groups: np.ndarray, seed: int) -> np.ndarray:
         for position, group in enumerate(ids):
             fold[groups == group] = position % FOLDS
     return fold
+
+
+def calibrate_statement_threshold(
+    texts: Sequence[str], scores: np.ndarray, labels: np.ndarray
+) -> tuple[float, tuple[float, float]]:
+    """The highest statement threshold (0.01 steps) that keeps at least :data:`MIN_RECALL` of
+    the addressed texts on held-out ``scores`` when no conversation is going on
+    (:func:`~venus_ros.frontends.cascade.addressee.reads_aside`), and that rule's (recall,
+    specificity) there."""
+    y = np.asarray(labels, dtype=bool)
+    best, best_cv = 0.01, (float("nan"), float("nan"))
+    for step in range(1, 99):
+        bar = step / 100
+        dropped = np.array(
+            [reads_aside(t, float(s), bar) for t, s in zip(texts, scores, strict=True)]
+        )
+        recall = 1.0 - float(dropped[y].mean())
+        if recall < MIN_RECALL and step > 1:
+            break
+        best, best_cv = bar, (recall, float(dropped[~y].mean()))
+    return best, best_cv
 
 
 def train_addressee(
@@ -223,11 +546,16 @@ def train_addressee(
         held_out[test] = 0.5 * (1.0 + np.tanh(0.5 * (x[test] @ coef + intercept)))
     threshold = calibrate_threshold(held_out, y, MIN_RECALL)
     cv = metrics(held_out, y, threshold)
+    statement, cv_idle = calibrate_statement_threshold(texts, held_out, y)
     coef, intercept = fit_logistic(x, y, L2)
     head = TextHead(coef, intercept, threshold, embedder.name, LEXICAL_DIMS, LEXICAL_SCALE)
     out_dir = Path(out) if out is not None else MODEL_PATH.parent
     out_dir.mkdir(parents=True, exist_ok=True)
-    head.save(out_dir / MODEL_PATH.name)
+    path = out_dir / MODEL_PATH.name
+    head.save(path)
+    with np.load(path, allow_pickle=False) as data:
+        fields = {k: data[k] for k in data.files}
+    np.savez(path, **fields, **{STATEMENT_KEY: np.float64(statement)})
     misses = sorted(
         ((float(held_out[i]), texts[i], bool(y[i])) for i in range(len(texts))),
         key=lambda r: abs(r[0] - threshold),
@@ -244,7 +572,13 @@ def train_addressee(
         "cv_recall": cv.recall,
         "cv_specificity": cv.specificity,
         "cv_accuracy": cv.accuracy,
+        "statement_threshold": statement,
+        "cv_idle_recall": cv_idle[0],
+        "cv_idle_specificity": cv_idle[1],
         "cv_errors": wrong,
+        "cv_scores": held_out,
+        "cv_texts": texts,
+        "cv_labels": y,
         "train_s": round(time.perf_counter() - started, 1),
     }
     (out_dir / "addressee_report.md").write_text(_markdown(report), encoding="utf-8")
@@ -264,6 +598,10 @@ def _markdown(r: dict[str, Any]) -> str:
         f"- threshold {r['threshold']:.4f}: held-out ({FOLDS} folds by phrase) recall of "
         f"addressed speech {100 * r['cv_recall']:.1f}% (goal >= {100 * MIN_RECALL:.0f}%), "
         f"specificity {100 * r['cv_specificity']:.1f}%, accuracy {100 * r['cv_accuracy']:.1f}%",
+        f"- statement threshold {r['statement_threshold']:.4f} (with no conversation going on, "
+        "a statement below it, or an opening that may be a misheard name, is dropped at the "
+        f"user's level; `addressee.reads_aside`): held-out recall {100 * r['cv_idle_recall']:.1f}%"
+        f" (goal >= {100 * MIN_RECALL:.0f}%), specificity {100 * r['cv_idle_specificity']:.1f}%",
         "",
         f"Held-out errors ({len(r['cv_errors'])}; score, text, addressed):",
         "",
@@ -282,7 +620,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"addressee head: {report['texts']} texts, threshold {report['threshold']:.4f}, "
         f"held-out recall {100 * report['cv_recall']:.1f}%, "
-        f"specificity {100 * report['cv_specificity']:.1f}%"
+        f"specificity {100 * report['cv_specificity']:.1f}%; statement threshold "
+        f"{report['statement_threshold']:.2f}, with no conversation going on recall "
+        f"{100 * report['cv_idle_recall']:.1f}%, "
+        f"specificity {100 * report['cv_idle_specificity']:.1f}%"
     )
     return 0
 

@@ -25,13 +25,24 @@ its final transcript, where it was, how loud it was) from general evidence, in t
    phrase families and the router's corpus only) scores how much the
    words read as something said to an assistant (a question, a request, a command, chit-chat
    with it) rather than a remark to someone else, a TV or radio line. The head is weak on its
-   own (on held-out training phrases it keeps 97 % of requests but catches only about 40 % of
-   remarks, ``models/addressee_report.md``), so it never drops speech at the user's level:
-   below its calibrated threshold *and* at least :data:`SOFTER_DB` below the user's level
-   (turned away, farther) -> not addressed.
+   own (on held-out training phrases it keeps 97 % of requests but catches well under half of
+   the remarks, ``models/addressee_report.md``), so it decides only where other evidence
+   agrees:
+
+   * **softer** than the user (at least :data:`SOFTER_DB` below the user's level: turned away,
+     farther): below a bar that rises from the head's threshold at :data:`SOFTER_DB` to
+     :data:`CLEAR_REQUEST` at the quiet margin -> not addressed;
+   * **no conversation going on** (nothing addressed in the :data:`CONVERSATION_S` before it)
+     and at the user's level (:func:`reads_aside`): a *statement* that asks nothing
+     (:func:`asks`: no question, no request, "Oh no, it's starting to rain.") scoring below the
+     model's statement threshold (calibrated on held-out phrases to keep 97 % of requests), or
+     an opening set off by a comma that may be a name the recogniser misheard
+     (:func:`set_off_opening`: "Sea bee, could you ..." for a name it never heard) -> not
+     addressed. In a conversation, the phrasing at the user's level never drops speech.
 
 Nothing here is keyed to a sentence of an evaluation suite; the lexicons are general English
-(discourse words that start sentences, terms of address).
+(discourse words and lead-ins that start sentences, terms of address, question words,
+imperative verbs, pronouns).
 """
 
 from __future__ import annotations
@@ -54,18 +65,28 @@ if TYPE_CHECKING:
 __all__ = [
     "ANSWER_WINDOW_S",
     "CLEAR_REQUEST",
+    "CONVERSATION_S",
     "MODEL_PATH",
     "PRIOR_USER_DB",
     "QUIET_MARGIN_DB",
     "SOFTER_DB",
+    "STATEMENT_KEY",
     "Addressee",
     "Utterance",
     "Verdict",
+    "asks",
+    "load_statement_threshold",
+    "reads_aside",
+    "set_off_opening",
     "vocative",
 ]
 
 MODEL_PATH = Path(__file__).resolve().parent / "models" / "addressee.npz"
-"""The committed text head (weights, threshold, embedder name)."""
+"""The committed text head (weights, threshold, embedder name, statement threshold)."""
+STATEMENT_KEY = "statement_threshold"
+"""Key of the model file's statement threshold (:func:`load_statement_threshold`)."""
+CONVERSATION_S = 30.0
+"""Speech starting this soon after the start of an addressed utterance is in a conversation."""
 ANSWER_WINDOW_S = 6.0
 """Speech starting this soon after an assistant question finished playing answers it."""
 PRIOR_USER_DB = -26.0
@@ -85,7 +106,8 @@ LEVEL_WEIGHT = 0.3
 #: English discourse markers, interjections and politeness words.
 _DISCOURSE = frozenset(
     """okay ok alright right well so now then yes yeah yep yup no nope nah sure oh ah aha uh um
-    er erm hm hmm mm mhm huh wow oops whoops ouch ugh oh gosh goodness god jeez sorry please
+    er erm hm hmm mm mhm huh wow oops whoops ouch ugh oh gosh haha hahaha hehe lol ooh whoa
+    yay hooray phew aw aww blimey darn dang damn goodness god jeez sorry please
     thanks thank cheers hello hi hey oi listen look see wait hold hang stop actually anyway
     besides also and but or because though although however still first second next finally
     honestly seriously basically really perfect great good fine lovely brilliant nice cool
@@ -99,6 +121,16 @@ _DISCOURSE = frozenset(
     one two three four five six seven eight nine ten mister sir madam monday tuesday wednesday
     thursday friday saturday sunday january february march april may june july august
     september october november december""".split()
+)
+#: More words of general English openings set off by a comma ("Quick question, ...", "Last
+#: thing, ...", "No worries, ...", "Good morning, ...", "In the kitchen, ..."), which do not name
+#: anyone.
+_OPENERS = frozenset(
+    """question thing things way sec second minute moment bit lot time course mean guess think
+    know see say tell wonder bad shame worries problem problems matter morning night day
+    last one more other another all any every some kitchen room home house garden door
+    upstairs downstairs outside inside tonight weekend week honest truth sake please god
+    heavens dear lord kind fact case point mind""".split()
 )
 #: Terms of address for people (general English): a vocative even when not capitalised.
 _TERMS_OF_ADDRESS = frozenset(
@@ -166,18 +198,176 @@ def vocative(text: str, assistant: str = "venus") -> str | None:
         if _is_name_like(tokens[0], assistant):
             return tokens[0].lower()
     return None
-    candidates = clauses[:2] + clauses[-1:]
-    for clause in candidates:
-        tokens = _TOKEN.findall(clause)
-        if tokens and tokens[0].lower() in ("hey", "oi", "hi", "hello", "thanks", "cheers", "ok"):
-            tokens = tokens[1:]
-        if len(tokens) != 1 or len(clauses) == 1:
-            continue  # the whole sentence is one word ("Thanks."): no vocative
-        if tokens[0].lower() in _SELF_TERMS:
-            return assistant  # "Hi there, robot!"
-        if _is_name_like(tokens[0], assistant):
-            return tokens[0].lower()
+
+
+def set_off_opening(text: str) -> str | None:
+    """A short opening set off by a comma that is not a discourse phrase, lower case, or None.
+
+    A recogniser writes a name it does not know as one to three common words ("Be it with,
+    can you ..." for a name it never heard), so such an opening ("<1-3 words>, ...", also
+    after an interjection: "Thanks, <words>, ...") is weak evidence of a vocative; an opening
+    made only of discourse words ("Oh well, ...", "Excuse me, ...", "By the way, ...") is not.
+
+    Args:
+        text: A final transcript.
+    """
+    pieces = [p.strip() for p in re.split(r"([,.!?;:]+)", text)]
+    clauses = [
+        (pieces[i], pieces[i + 1] if i + 1 < len(pieces) else "") for i in range(0, len(pieces), 2)
+    ]
+    clauses = [(c, after) for c, after in clauses if c]
+    if len(clauses) < 2:
+        return None
+    for clause, after in clauses[:2]:
+        tokens = [t.lower().strip("'-") for t in _TOKEN.findall(clause)]
+        if not tokens or "," not in after or len(tokens) > 3:
+            return None
+        if all(t in _DISCOURSE or t in _OPENERS or t in _LEAD_INS for t in tokens):
+            continue  # "Thanks, <name>, ...": look at the next clause
+        if any(_says_something(t) for t in tokens):
+            return None  # a clause of its own ("it's cold, ...", "clear the table, ...")
+        return " ".join(tokens)
     return None
+
+
+def _says_something(token: str) -> bool:
+    """Whether a word makes a clause of its own rather than a misheard name: a verb that opens
+    requests, a question word, a subject pronoun, a contraction, or a filler."""
+    return (
+        token in _REQUEST_VERBS
+        or token in _QUESTION_WORDS
+        or token in _SUBJECTS
+        or "'" in token
+        or token in ("um", "uh", "er", "erm", "like", "not", "never", "nothing", "don't")
+    )
+
+
+#: Subject pronouns: a clause with one says something of its own.
+_SUBJECTS = frozenset("i you he she we they".split())
+#: Pronouns that open a statement ("I can't find ...", "it's starting to ...").
+_PRONOUNS = frozenset("i you he she we they it that this there these those".split())
+#: Words that open a sentence without telling its mood; skipped before :func:`asks` looks.
+_LEAD_INS = frozenset(
+    """okay ok alright right well so now then yes yeah yep yup no nope nah sure oh ah aha uh um
+    er erm hm hmm mm mhm huh wow oops ouch ugh sorry thanks thank cheers hello hi hey oi listen
+    wait actually anyway also and but or just quick quickly again first next then excuse pardon
+    ha haha great good fine cool nice perfect lovely brilliant goodnight nevermind""".split()
+)
+#: Lead-ins of more than one word that ask nothing of the listener ("Hold on, my phone ...").
+_LEAD_PHRASES = tuple(
+    tuple(p.split())
+    for p in (
+        "hold on",
+        "hang on",
+        "just a second",
+        "just a sec",
+        "just a minute",
+        "just a moment",
+        "one second",
+        "one sec",
+        "one moment",
+        "wait a minute",
+        "wait a second",
+        "oh my god",
+        "oh my goodness",
+        "my goodness",
+        "oh dear",
+        "dear me",
+        "good grief",
+        "thank god",
+        "thank goodness",
+    )
+)
+#: Question openers (wh-words and auxiliaries): a question even when the recogniser wrote no "?".
+_QUESTION_WORDS = frozenset(
+    """what what's whats why how how's when where where's who who's which whose can could would
+    will shall should do does did is are was were may might have has any""".split()
+)
+#: Verbs that open a request to the listener (general English imperatives).
+_REQUEST_VERBS = frozenset(
+    """add answer arrange ask book bring buy calculate call cancel carry cast change charge
+    check clean clear close come compare compute continue convert count delete describe dial
+    dim do download drive email empty explain face feed fetch fill find finish fix fold follow
+    forget get give go google grab guess hand hang help hold increase decrease install invite
+    keep let list lock look lower make measure message move mute name note open order organise
+    organize pass pause pick plan play plug post pour print pull push put queue raise read
+    recommend record refill remind remember remove repeat reply resume rewind ring save say
+    schedule search see send set share show shuffle shut sing skip slow sort speak spell start
+    stop stream suggest summarise summarize switch take talk teach tell text tidy top track
+    translate try turn unlock unmute update upload wake walk wash water wave wipe work
+    write""".split()
+)
+#: "please", or a question to "you" anywhere ("it's dark, could you ...").
+_ASKING = re.compile(r"\b(?:please|(?:can|could|would|will|do|did|have) you)\b")
+#: First-person openings of a request ("I need ...", "I'd like ...", "I want ...").
+_WANTS = ("i need", "i want", "i'd like", "i would like", "i'm looking for", "i am looking for")
+
+
+def _without_lead_ins(words: list[str]) -> list[str]:
+    """``words`` (lower case) without the lead-ins that open them ("oh well", "hang on")."""
+    while words:
+        if words[0] in _LEAD_INS:
+            words = words[1:]
+            continue
+        for phrase in _LEAD_PHRASES:
+            if words[: len(phrase)] == list(phrase):
+                words = words[len(phrase) :]
+                break
+        else:
+            return words
+    return words
+
+
+def asks(text: str) -> bool:
+    """Whether ``text`` is phrased as a question or a request to the listener (general English
+    sentence mood): a "?", "please", "can/could/would you", a question word or an imperative
+    verb opening one of its clauses after lead-ins ("Okay, so what ...", "Sorry, turn it
+    down"), or "I need/want/would like ...". A statement ("I think it's raining.", "That's great
+    news.") asks nothing.
+
+    Args:
+        text: A final transcript.
+    """
+    low = text.lower().replace("\u2019", "'")
+    if "?" in low or _ASKING.search(low):
+        return True
+    for clause in re.split(r"[,.!;:]+", low):
+        words = [w.strip("'-") for w in _TOKEN.findall(clause)]
+        words = _without_lead_ins(words)
+        if not words or words[:2] == ["see", "you"]:
+            continue  # only lead-ins, or "see you later" (a farewell)
+        if words[:2] == ["let", "me"] and words[2:3] not in (["know"], ["hear"], ["see"]):
+            continue  # "let me sit down": the speaker's own intent ("let me know": a request)
+        if words[0] in _QUESTION_WORDS or words[0] in _REQUEST_VERBS:
+            return True
+        if words[0].split("'")[0] not in _PRONOUNS and _REQUEST_VERBS.intersection(words[1:4]):
+            return True  # a request whose first words were misheard ("and comment, send ...")
+        if any(" ".join(words[:4]).startswith(w) for w in _WANTS):
+            return True
+    return False
+
+
+def load_statement_threshold(path: str | Path) -> float | None:
+    """The statement threshold a model file written by the trainer holds (:data:`STATEMENT_KEY`),
+    or None when it has none (an older file: the phrasing then never drops speech at the
+    user's level)."""
+    with np.load(Path(path), allow_pickle=False) as data:
+        if STATEMENT_KEY not in data.files:
+            return None
+        value = float(data[STATEMENT_KEY])
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"{path}: {STATEMENT_KEY} must be in (0, 1), got {value}")
+    return value
+
+
+def reads_aside(text: str, score: float, statement_threshold: float) -> bool:
+    """Whether speech at the user's level, with no conversation going on, is dropped on its
+    words: an opening that may be a misheard name (:func:`set_off_opening`), or a statement that
+    asks nothing (:func:`asks`) with a text score below ``statement_threshold``. Shared by
+    :class:`Addressee` and the trainer's calibration."""
+    if set_off_opening(text) is not None:
+        return True
+    return score < statement_threshold and not asks(text)
 
 
 @dataclass(frozen=True)
@@ -229,6 +419,9 @@ class Addressee:
         prior_user_db: The user's level before any utterance was judged addressed.
         quiet_margin_db: How far below the user's level speech counts as from afar.
         answer_window_s: How soon after an assistant question speech answers it.
+        statement_threshold: With no conversation going on, a statement at the user's level
+            scoring below it is dropped (:func:`reads_aside`; None: the committed model's, when
+            ``head`` is None; else only a misheard-name opening is).
 
     Attributes:
         user_db: The user's running voiced level, dBFS.
@@ -244,6 +437,7 @@ class Addressee:
         prior_user_db: float = PRIOR_USER_DB,
         quiet_margin_db: float = QUIET_MARGIN_DB,
         answer_window_s: float = ANSWER_WINDOW_S,
+        statement_threshold: float | None = None,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError("addressee: name must be a non-empty string")
@@ -265,11 +459,19 @@ class Addressee:
         self.answer_window_s = float(answer_window_s)
         self.user_db = self.prior_user_db
         self.verdicts: list[Verdict] = []
+        if statement_threshold is not None and not 0.0 < statement_threshold < 1.0:
+            raise ValueError(
+                f"addressee: statement_threshold must be in (0, 1), got {statement_threshold!r}"
+            )
+        self.statement_threshold = statement_threshold
+        self._last_addressed_s: float | None = None
 
     def reset(self) -> None:
-        """Start a new session: the user's level goes back to the prior; verdicts cleared."""
+        """Start a new session: the user's level goes back to the prior; verdicts cleared; no
+        conversation going on."""
         self.user_db = self.prior_user_db
         self.verdicts = []
+        self._last_addressed_s = None
 
     @property
     def head(self) -> TextHead | None:
@@ -278,6 +480,8 @@ class Addressee:
             self._head_tried = True
             try:
                 self._head = TextHead.load(MODEL_PATH)
+                if self.statement_threshold is None:
+                    self.statement_threshold = load_statement_threshold(MODEL_PATH)
             except (OSError, ValueError):
                 self._head = None
         return self._head
@@ -298,9 +502,17 @@ class Addressee:
         """Decide one utterance and update the user's running level when it was addressed."""
         verdict = self._decide(utterance)
         self.verdicts.append(verdict)
-        if verdict.addressed and utterance.speech_db is not None and verdict.reason != "no_text":
-            self.user_db += LEVEL_WEIGHT * (utterance.speech_db - self.user_db)
+        if verdict.addressed and verdict.reason != "no_text":
+            self._last_addressed_s = utterance.start_s
+            if utterance.speech_db is not None:
+                self.user_db += LEVEL_WEIGHT * (utterance.speech_db - self.user_db)
         return verdict
+
+    def idle(self, start_s: float) -> bool:
+        """Whether no conversation is going on at ``start_s``: nothing was judged addressed in
+        the :data:`CONVERSATION_S` before it."""
+        last = self._last_addressed_s
+        return last is None or not 0.0 <= start_s - last <= CONVERSATION_S
 
     def _decide(self, u: Utterance) -> Verdict:
         delta = None if u.speech_db is None else u.speech_db - self.user_db
@@ -321,7 +533,21 @@ class Addressee:
         if quiet and (score is None or score < CLEAR_REQUEST):
             return Verdict(False, "quiet", score, delta)
         head = self.head
-        softer = delta is not None and delta <= -SOFTER_DB
-        if softer and score is not None and head is not None and score < head.threshold:
+        if score is None or head is None:
+            return Verdict(True, "text", score, delta)
+        if score < self._required(head.threshold, delta):
+            return Verdict(False, "text", score, delta)  # softer, and not clearly a request
+        bar = self.statement_threshold if self.statement_threshold is not None else 0.0
+        if self.idle(u.start_s) and reads_aside(text, score, bar):
             return Verdict(False, "text", score, delta)
         return Verdict(True, "text", score, delta)
+
+    def _required(self, threshold: float, delta: float | None) -> float:
+        """The text score speech needs at ``delta`` dB from the user's level: none at the
+        user's level, the head's threshold from :data:`SOFTER_DB` below it, rising linearly to
+        :data:`CLEAR_REQUEST` at the quiet margin (the softer, the likelier from afar)."""
+        if delta is None or delta > -SOFTER_DB:
+            return 0.0
+        span = max(self.quiet_margin_db - SOFTER_DB, 1e-9)
+        share = min(1.0, (-delta - SOFTER_DB) / span)
+        return threshold + share * max(CLEAR_REQUEST - threshold, 0.0)
