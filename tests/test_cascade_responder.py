@@ -346,6 +346,40 @@ def test_a_reply_not_ready_when_its_turn_starts_opens_with_an_acknowledgement(
     assert responder.conversation.last_assistant() == "Let me think. The light is on."
 
 
+def test_after_its_first_phrase_a_reply_that_opened_waits_as_long_as_any() -> None:
+    """The early give-up after an opener holds only until the reply says something: a later
+    phrase that is slow gets the usual ``max_wait_units``."""
+    from venus_ros.audio.tts import make_tts
+    from venus_ros.frontends.cascade.turns import TurnPlayer
+
+    class Source:
+        def __init__(self) -> None:
+            self.takes = [("", False), ("It is on,", False), ("", False), ("", False)]
+            self.takes.append(("and warm.", True))
+            self.gave_up = 0
+
+        def take(self, wait_s: float = 0.0) -> tuple[str, bool]:
+            return self.takes.pop(0)
+
+        def open(self) -> str:
+            return "Let me think."
+
+        def give_up(self) -> str:
+            self.gave_up += 1
+            return ""
+
+        def cancel(self) -> None:
+            pass
+
+    player = TurnPlayer(make_tts("espeak"), stream_wait_s=0.0, max_wait_units=3)
+    source = Source()
+    turn = player.start("", forced=False, source=source)
+    pieces = [player.next_piece(turn) for _ in range(5)]
+    texts = [" ".join(t.split()) for t, _, _ in pieces]
+    assert texts == ["Let me think.", "It is on,", "", "", "and warm."]
+    assert source.gave_up == 0 and pieces[-1][2]  # two silent units were allowed; then done
+
+
 def test_the_opener_is_said_once_and_never_stands_for_the_reply() -> None:
     assert opener_for("What can you do?") == "Let me think."  # a question
     assert opener_for("Can you go slower?") == "Oh, okay."  # a request, not a question
@@ -599,9 +633,9 @@ def test_the_packaged_model_answers_an_interruption_within_its_bounds(lm: object
 
 
 def test_a_reply_that_keeps_the_user_waiting_gives_way_to_its_fallback(tmp_path: Path) -> None:
-    """Generation that produces nothing: the turn opens with its acknowledgement, and after
-    three units with nothing to say it says the clarifying question (which names the
-    request) instead of staying silent."""
+    """Generation that produces nothing: the turn opens with its acknowledgement, and when the
+    next unit has nothing either it says the clarifying question (which names the request)
+    instead of staying silent."""
     gate = threading.Semaphore(0)  # never released while the session runs
     engine = ScriptedLm(["The garage door is open."], gate)
     responder = CascadeResponder(lambda _: False, engine=engine, capabilities=[])
@@ -622,8 +656,9 @@ def test_a_reply_that_keeps_the_user_waiting_gives_way_to_its_fallback(tmp_path:
     assert "garage door" in spoken and "is open" not in spoken
     assert said[0]["unit"] == speak[0].unit_index  # the opener, at once
     assert " ".join(said[0]["text"].split()) == "Let me think."
-    fallback = next(p for p in said if "garage" in p["text"])
-    assert fallback["unit"] - speak[0].unit_index <= 3  # at most three units without a word
+    # nothing by the next unit either: the fallback follows the opener with no silent unit
+    assert said[1]["unit"] == speak[0].unit_index + 1
+    assert said[1]["text"].startswith("Sorry, I'm not sure")
 
 
 def test_a_question_about_the_answer_finds_the_sentence_it_is_about() -> None:

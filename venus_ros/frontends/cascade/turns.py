@@ -42,6 +42,7 @@ class Turn:
             optionally ``give_up() -> str`` and ``open() -> str``).
         said: The text handed out so far, piece by piece.
         waited: Units in a row that had nothing to hand out while the stream was producing.
+        opened: The turn began with its stream's opener and the reply has said nothing since.
     """
 
     chunks: deque[tuple[str, np.ndarray]]
@@ -51,6 +52,7 @@ class Turn:
     source: Any = None
     said: list[str] = field(default_factory=list)
     waited: int = 0
+    opened: bool = False
 
     def heard_text(self) -> str:
         """The visible words handed out so far (private spans removed)."""
@@ -81,6 +83,9 @@ class TurnPlayer:
     A turn whose first piece finds nothing to say (no text given, the stream's first phrase
     not ready after the bounded wait) says the stream's opener instead (``open()``, a short
     acknowledgement), where the stream has one: the turn's audio starts at its first boundary.
+    The reply then has one more unit: if that one too finds nothing, the stream gives up at
+    once, so its fallback follows the opener without a second pause (the opener counts as
+    one of the ``max_wait_units``, so a turn never waits longer than without it).
     """
 
     def __init__(
@@ -141,10 +146,12 @@ class TurnPlayer:
             give_up = getattr(turn.source, "give_up", None)
             if not turn.said and callable(opener):  # the turn's first piece: not a silent one
                 text = str(opener())
-            if not text.strip() and turn.waited >= self.max_wait_units and callable(give_up):
+                turn.opened = bool(text.strip())
+            elif (turn.opened or turn.waited >= self.max_wait_units) and callable(give_up):
                 text, done = give_up(), True
         elif text.strip():
             turn.waited = 0
+            turn.opened = False
         if done:
             turn.source = None
         if not text.strip():
