@@ -378,6 +378,12 @@ def test_after_its_first_phrase_a_reply_that_opened_waits_as_long_as_any() -> No
     texts = [" ".join(t.split()) for t, _, _ in pieces]
     assert texts == ["Let me think.", "It is on,", "", "", "and warm."]
     assert source.gave_up == 0 and pieces[-1][2]  # two silent units were allowed; then done
+    # no opener (''): the first silent unit counts like any, and one is all it may wait here
+    quiet = Source()
+    quiet.open = lambda: ""  # type: ignore[method-assign]
+    impatient = TurnPlayer(make_tts("espeak"), stream_wait_s=0.0, max_wait_units=1)
+    turn = impatient.start("", forced=False, source=quiet)
+    assert impatient.next_piece(turn)[0] == "" and quiet.gave_up == 1 and turn.source is None
 
 
 def test_the_opener_is_said_once_and_never_stands_for_the_reply() -> None:

@@ -26,13 +26,15 @@ replaced by a question naming the request (:func:`clarifying_question`) or by th
 asked about ("I said: ..."). It may start with a lead-in naming what was asked
 (:func:`lead_in`: "Which day?"), spoken while the rest is generated.
 
-Generation runs on a thread of its own (:class:`ReplyStream`) at a lower CPU priority than the
-unit loop, bounded in tokens and time; it starts speculatively as soon as a final transcript
-arrives (:meth:`CascadeResponder.prepare`), so the first phrase is usually ready when the policy
-takes the turn. The turn player asks the
-stream for finished phrases at every unit (:meth:`ReplyStream.take`, waiting at most a bounded
-time), so the first words are spoken while the rest is generated; a unit never waits longer.
-Without an engine (``lm=none``), step 7 is an acknowledgement ("Okay.").
+Generation runs on a thread of its own (:class:`ReplyStream`), bounded in tokens and time, at
+the unit loop's CPU priority until its first phrase is ready and at a lower one after; it starts
+speculatively as soon as a final transcript arrives (:meth:`CascadeResponder.prepare`). The
+turn player asks the stream for finished phrases at every unit (:meth:`ReplyStream.take`,
+waiting at most a bounded time), so the first words are spoken while the rest is generated; a
+unit never waits longer. When the turn starts before the first phrase is ready (the final
+transcript often arrives at the boundary where the policy takes the turn), the turn opens with
+a short acknowledgement (:func:`opener_for`: "Let me think.", "Oh, okay.") instead of a silent
+unit. Without an engine (``lm=none``), step 7 is an acknowledgement ("Okay.").
 """
 
 from __future__ import annotations

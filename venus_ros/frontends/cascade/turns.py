@@ -147,7 +147,8 @@ class TurnPlayer:
             if not turn.said and callable(opener):  # the turn's first piece: not a silent one
                 text = str(opener())
                 turn.opened = bool(text.strip())
-            elif (turn.opened or turn.waited >= self.max_wait_units) and callable(give_up):
+            late = turn.opened or turn.waited >= self.max_wait_units
+            if not text.strip() and late and callable(give_up):
                 text, done = give_up(), True
         elif text.strip():
             turn.waited = 0
