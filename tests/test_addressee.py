@@ -92,6 +92,8 @@ def test_vocative_finds_who_is_called(text: str, who: str | None) -> None:
         ("Clear the table, then start the dishwasher.", None),
         ("Um, what did the, uh, doctor say?", None),
         ("Sea bee could you shut the gate?", None),  # nothing set off
+        ("In Paris, what's the weather like?", None),  # a phrase that sets the scene
+        ("The big lamp, could you switch it off?", None),
         ("Sam.", None),
     ],
 )
@@ -248,9 +250,12 @@ def test_committed_head_reads_requests_as_addressed() -> None:
         assert verdict.addressed and verdict.reason == "text", (text, verdict)
     threshold = load_statement_threshold(MODEL_PATH)
     assert judge.statement_threshold == threshold and threshold is not None
-    judge.reset()  # idle again: a remark to oneself from the training material is dropped
-    aside = judge.judge(Utterance("Hold on, my phone is ringing.", 0.0, -23.0))
-    assert (aside.addressed, aside.reason) == (False, "text"), aside
+    judge.reset()  # idle again: a remark from the training material reads as one
+    aside = judge.judge(Utterance("Ugh, the kettle is boiling over.", 0.0, -23.0))
+    assert aside.score is not None and aside.score < judge.head.threshold, aside
+    judge.reset()
+    misheard = judge.judge(Utterance("Sea bee, could you shut the gate?", 0.0, -23.0))
+    assert (misheard.addressed, misheard.reason) == (False, "text"), misheard
 
 
 # ---------------------------------------------------------------------------- trainer
@@ -274,13 +279,13 @@ def test_training_data_is_training_material_only() -> None:
 
 
 def test_trainer_writes_a_loadable_head(tmp_path: Path) -> None:
-    from venus_ros.training.addressee import MIN_RECALL, train_addressee
+    from venus_ros.training.addressee import MIN_RECALL, MIN_RECALL_IDLE, train_addressee
 
     report = train_addressee(tmp_path, embedder=HashEmbedder())
     head = TextHead.load(tmp_path / MODEL_PATH.name)
     assert head.embedder == "hash16" and head.dim == 16
     assert report["cv_recall"] >= MIN_RECALL - 1e-9
-    assert report["cv_idle_recall"] >= MIN_RECALL - 1e-9
+    assert report["cv_idle_recall"] >= MIN_RECALL_IDLE - 1e-9
     assert load_statement_threshold(tmp_path / MODEL_PATH.name) == report["statement_threshold"]
     assert "held-out" in (tmp_path / "addressee_report.md").read_text(encoding="utf-8")
 

@@ -24,7 +24,7 @@ finished utterance reads as said to an assistant. Deterministic for a seed:
    evidence catches many remarks). On the same held-out scores, the statement threshold
    (:func:`calibrate_statement_threshold`: how the gate judges speech at the user's level with
    no conversation going on, :func:`~venus_ros.frontends.cascade.addressee.reads_aside`) is the
-   highest that still keeps >= :data:`MIN_RECALL` of the addressed texts.
+   highest that still keeps >= :data:`MIN_RECALL_IDLE` of the addressed texts.
 5. The head is refitted on everything and written with its report; the statement threshold is
    stored next to it in the model file.
 
@@ -62,6 +62,7 @@ __all__ = [
     "EXTRA_NOT_ADDRESSED",
     "EXTRA_VOCATIVES",
     "MIN_RECALL",
+    "MIN_RECALL_IDLE",
     "MISHEARD_WORDS",
     "calibrate_statement_threshold",
     "evaluation_names",
@@ -73,6 +74,12 @@ __all__ = [
 
 MIN_RECALL = 0.97
 """Least share of addressed speech kept, on held-out folds."""
+MIN_RECALL_IDLE = 0.998
+"""Least share of addressed speech the statement rule keeps on held-out folds
+(:func:`calibrate_statement_threshold`). Stricter than :data:`MIN_RECALL`: the recogniser
+garbles questions into statements that score lower still ("who won the match last night?" came
+back as "The wonderful tall match last night." on a training-split suite, scored 0.05 by a head
+that had not seen it), and a request must not be lost."""
 L2 = 1e-4
 FOLDS = 5
 LEXICAL_DIMS = 512
@@ -498,8 +505,8 @@ def _folds(labels: np.ndarray, groups: np.ndarray, seed: int) -> np.ndarray:
 def calibrate_statement_threshold(
     texts: Sequence[str], scores: np.ndarray, labels: np.ndarray
 ) -> tuple[float, tuple[float, float]]:
-    """The highest statement threshold (0.01 steps) that keeps at least :data:`MIN_RECALL` of
-    the addressed texts on held-out ``scores`` when no conversation is going on
+    """The highest statement threshold (0.01 steps) that keeps at least :data:`MIN_RECALL_IDLE`
+    of the addressed texts on held-out ``scores`` when no conversation is going on
     (:func:`~venus_ros.frontends.cascade.addressee.reads_aside`), and that rule's (recall,
     specificity) there."""
     y = np.asarray(labels, dtype=bool)
@@ -510,7 +517,7 @@ def calibrate_statement_threshold(
             [reads_aside(t, float(s), bar) for t, s in zip(texts, scores, strict=True)]
         )
         recall = 1.0 - float(dropped[y].mean())
-        if recall < MIN_RECALL and step > 1:
+        if recall < MIN_RECALL_IDLE and step > 1:
             break
         best, best_cv = bar, (recall, float(dropped[~y].mean()))
     return best, best_cv
@@ -601,7 +608,8 @@ def _markdown(r: dict[str, Any]) -> str:
         f"- statement threshold {r['statement_threshold']:.4f} (with no conversation going on, "
         "a statement below it, or an opening that may be a misheard name, is dropped at the "
         f"user's level; `addressee.reads_aside`): held-out recall {100 * r['cv_idle_recall']:.1f}%"
-        f" (goal >= {100 * MIN_RECALL:.0f}%), specificity {100 * r['cv_idle_specificity']:.1f}%",
+        f" (goal >= {100 * MIN_RECALL_IDLE:.1f}%), "
+        f"specificity {100 * r['cv_idle_specificity']:.1f}%",
         "",
         f"Held-out errors ({len(r['cv_errors'])}; score, text, addressed):",
         "",
