@@ -643,19 +643,36 @@ class SegmentTranscriber:
             self._trim()
             return [final]
 
-    def partial(self) -> Transcript | None:
+    @property
+    def open_s(self) -> float:
+        """Seconds of the utterance in progress heard so far (0.0 when none is open)."""
+        with self._lock:
+            if self._seg_start is None:
+                return 0.0
+            return max(self._pos - self._seg_start, 0) / SAMPLE_RATE
+
+    def partial(
+        self, *, interval_s: float | None = None, min_s: float | None = None
+    ) -> Transcript | None:
         """A transcript of the utterance in progress (rate-limited; see the class docstring).
+
+        Args:
+            interval_s: Rate limit for this call instead of ``partial_interval_s`` (a caller
+                that needs the words sooner, e.g. while the user talks over the assistant).
+            min_s: Least open audio for this call instead of ``min_partial_s``.
 
         Returns None when no utterance is open or too little of it has been heard.
         """
+        interval = (
+            self.partial_interval_samples if interval_s is None else round(interval_s * SAMPLE_RATE)
+        )
+        least = self.min_partial_samples if min_s is None else round(min_s * SAMPLE_RATE)
         with self._lock:
             if self._seg_start is None:
                 return None
-            if self._pos - self._piece_start < self.min_partial_samples and not self._pieces:
+            if self._pos - self._piece_start < least and not self._pieces:
                 return None
-            if self._partial is not None and (
-                self._pos - self._partial_at < self.partial_interval_samples
-            ):
+            if self._partial is not None and self._pos - self._partial_at < interval:
                 return self._partial
             last = self._transcribe(self._piece_start, self._pos, "partial")
             self._partial = self._joined(last, "partial")

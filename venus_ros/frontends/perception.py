@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 __all__ = [
     "FRAME_S",
     "FRAME_SAMPLES",
+    "OVERLAP_PARTIAL_INTERVAL_S",
+    "OVERLAP_PARTIAL_MIN_S",
+    "OVERLAP_PARTIAL_WINDOW_S",
     "SAMPLE_RATE",
     "SILENCE_DB",
     "FloorObservation",
@@ -49,6 +52,13 @@ FRAME_S = FRAME_SAMPLES / SAMPLE_RATE
 """Length of one VAD frame, in seconds (0.032)."""
 SILENCE_DB = -120.0
 """Energy reported where there is none to measure (no frame, digital silence)."""
+OVERLAP_PARTIAL_INTERVAL_S = 0.2
+"""While the assistant speaks, partial transcripts of a new utterance come this often ..."""
+OVERLAP_PARTIAL_MIN_S = 0.25
+"""... from this much of it on ..."""
+OVERLAP_PARTIAL_WINDOW_S = 1.2
+"""... for its first this many seconds (then at the transcriber's own rate): whether speech
+over the assistant is an interruption is read from its first words."""
 
 
 class PerceptionError(FrontendError):
@@ -99,7 +109,8 @@ class FloorObservation:
             session start): what a response would answer.
         user_text: Final transcripts of that speech, joined (empty without ASR).
         transcript: Partial transcript of the utterance in progress (only with
-            ``asr_partials``; empty otherwise).
+            ``asr_partials``: at boundaries, and at sub-steps while the assistant speaks; empty
+            otherwise).
         assistant_speaking: The assistant holds the floor (a turn started and not ended at an
             earlier boundary).
         forced_turn: That turn was scheduled (:meth:`PolicyFrontend.schedule_turns`).
@@ -167,7 +178,9 @@ class Perception:
         aec: The echo canceller, or None for an echo-free microphone.
         transcriber: The segment transcriber, or None without ASR.
         vad_threshold: Frame probability at or above which the user is speaking.
-        asr_partials: Transcribe the utterance in progress at every observation.
+        asr_partials: Transcribe the utterance in progress at every boundary (rate-limited by
+            the transcriber), and at every sub-step while the assistant speaks (see
+            :data:`OVERLAP_PARTIAL_INTERVAL_S`).
     """
 
     def __init__(
@@ -290,7 +303,15 @@ class Perception:
         )
         transcript = ""
         if self.asr_partials and self._transcriber is not None:
-            partial = self._transcriber.partial()
+            asr = self._transcriber
+            partial = None
+            if self.state.turn is not None and 0.0 < asr.open_s <= OVERLAP_PARTIAL_WINDOW_S:
+                # talked over: the words decide whether to stop, so they are wanted sooner
+                partial = asr.partial(
+                    interval_s=OVERLAP_PARTIAL_INTERVAL_S, min_s=OVERLAP_PARTIAL_MIN_S
+                )
+            elif substep == substeps - 1:  # otherwise at the boundary, at the transcriber's rate
+                partial = asr.partial()
             transcript = partial.text if partial is not None else ""
         turn = self.state.turn
         spoken = remaining = 0.0

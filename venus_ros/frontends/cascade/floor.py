@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     import onnx
 
     from venus_ros.frontends.cascade.embed import Embedder
+    from venus_ros.frontends.cascade.texthead import TextHead
     from venus_ros.frontends.policy import PolicyFrontend
 
 __all__ = [
@@ -67,8 +68,10 @@ __all__ = [
     "AFTER_YIELD_SILENCE_S",
     "BACKEND_SILENCE_S",
     "FEATURE_VERSION",
+    "INTERRUPTION_PATH",
     "MIN_START_SILENCE_S",
     "MODEL_PATH",
+    "SUBSTEPS",
     "TEXT_DIM",
     "UNANSWERED_SILENCE_S",
     "FloorFeatures",
@@ -86,6 +89,17 @@ __all__ = [
 _HERE = Path(__file__).resolve().parent
 MODEL_PATH = _HERE / "models" / "floor.onnx"
 """The committed model."""
+INTERRUPTION_PATH = _HERE / "models" / "interruption.npz"
+"""The committed interruption head (:mod:`venus_ros.training.interruption`)."""
+SUBSTEPS = 5
+"""Observations per unit the policy asks for when it has the interruption head (200 ms)."""
+MIN_INTERRUPT_OVERLAP_S = 0.2
+"""Overlapping user speech heard in the assistant's turn before the head may stop it."""
+INTERRUPT_QUIET_DB = 7.0
+"""Speech this far below the user's running level (a TV, someone across the room) never stops
+the assistant on the head's word alone."""
+PRIOR_USER_DB = -26.0
+"""The user's voiced level assumed before they spoke to a silent assistant (dBFS)."""
 FEATURE_VERSION = 2
 """Bumped whenever the features change; the model records the version it was trained on."""
 TEXT_DIM = 384
@@ -435,6 +449,18 @@ class TrainedFloorPolicy(FloorPolicy):
     policy yielded to is answered after :data:`AFTER_YIELD_SILENCE_S` of silence at the latest
     (the floor was given to the user, so it is taken back when they stop).
 
+    **Stopping between boundaries.** While the assistant speaks, the partial transcript of user
+    speech over it (the frontend transcribes it every 0.2 s from 0.25 s on) is scored by the
+    interruption head (:class:`~venus_ros.frontends.cascade.texthead.TextHead`, trained by
+    :mod:`venus_ros.training.interruption` on what Whisper makes of the first second of
+    training interruptions, backchannels, remarks to others, background talk and the
+    assistant's own echo). A score at or above the head's threshold, with at least
+    :data:`MIN_INTERRUPT_OVERLAP_S` of overlapping speech and a level not
+    :data:`INTERRUPT_QUIET_DB` below the user's running level, is a ``YIELD`` at once, at any
+    sub-step: the assistant stops within about half a second of a clear "wait" or "stop". The
+    boundary after such a stop sees it as a yield (the answer follows the user's end). Below the
+    threshold the boundary model decides as before.
+
     Args:
         path: The ONNX model (default :data:`MODEL_PATH`).
         embedder: Sentence embedder for the text feature; None builds the packaged one, or
@@ -442,6 +468,9 @@ class TrainedFloorPolicy(FloorPolicy):
         text: Use the text feature (False: the embedding is zeros, as the model saw for
             observations without a transcript).
         partials: Put the partial transcript in the text.
+        interruption: The interruption head (:data:`INTERRUPTION_PATH`; a path for another,
+            False for none). With it the policy asks for :data:`SUBSTEPS` observations per unit
+            and stops the assistant at any of them (see below).
         yield_threshold: Override the model's value.
         start_threshold: Override the model's value.
         yield_count: Override the model's value.
@@ -463,6 +492,7 @@ class TrainedFloorPolicy(FloorPolicy):
         embedder: Embedder | None = None,
         text: bool = True,
         partials: bool = True,
+        interruption: bool | str | Path = True,
         yield_threshold: float | None = None,
         start_threshold: float | None = None,
         yield_count: int | None = None,
@@ -504,14 +534,37 @@ class TrainedFloorPolicy(FloorPolicy):
 
             embedder = _shared_embedder(Embedder)
         self.features = FloorFeatures(embedder if text else None, partials=partials)
-        self._streak = 0
-        self.last_probs: tuple[float, float] = (0.0, 0.0)
+        self.interruption: TextHead | None = None
+        if interruption is not False and text and partials:
+            head_path = INTERRUPTION_PATH if interruption is True else Path(interruption)
+            if head_path.is_file() or interruption is not True:
+                self.interruption = _load_head(head_path, embedder)
+        #: Observations per unit this policy asks the frontend for.
+        self.substeps = SUBSTEPS if self.interruption is not None else 1
+        self.reset()
 
     def reset(self) -> None:
-        """Start a session: forget the feature state and the yield streak."""
+        """Start a session: forget the feature state, the yield streak and the user's level."""
         self.features.reset()
         self._streak = 0
-        self.last_probs = (0.0, 0.0)
+        self._stopped_early = False
+        self.user_db = PRIOR_USER_DB
+        self.last_probs: tuple[float, float] = (0.0, 0.0)
+        self.last_interruption: float | None = None
+
+    def interrupts(self, obs: FloorObservation) -> bool:
+        """Whether the speech over the assistant is an interruption by the head's reading of
+        its partial transcript (see the class docstring); records the score."""
+        text = obs.transcript.strip()
+        if self.interruption is None or not obs.assistant_speaking or not text:
+            return False
+        if obs.turn_overlap_s < MIN_INTERRUPT_OVERLAP_S:
+            return False
+        if obs.user_speech_s > 0 and obs.user_speech_db < self.user_db - INTERRUPT_QUIET_DB:
+            return False
+        score = float(self.interruption.scores(self.features.embed(text)[None, :], [text])[0])
+        self.last_interruption = score
+        return score >= self.interruption.threshold
 
     def probabilities(self, obs: FloorObservation) -> tuple[float, float]:
         """``(p_yield, p_start)`` for an observation, given the current state."""
@@ -520,16 +573,28 @@ class TrainedFloorPolicy(FloorPolicy):
         return float(probs[0, 0]), float(probs[0, 1])
 
     def decide(self, obs: FloorObservation) -> FloorAction:
-        """The action at a boundary (see the class docstring)."""
+        """The action at an observation (see the class docstring)."""
+        interrupted = self.interrupts(obs)
         if not obs.is_boundary:
+            if interrupted:
+                self._stopped_early = True  # the frontend stops the turn now
+                return FloorAction.YIELD
             speaking = obs.assistant_speaking
             return FloorAction.KEEP_SPEAKING if speaking else FloorAction.KEEP_LISTENING
+        if self._stopped_early and not obs.assistant_speaking:
+            # The turn ended mid-unit by our yield: the features see it as a boundary's yield.
+            self.features.state.was_speaking = self.features.state.yielded = True
+        self._stopped_early = False
+        if not obs.assistant_speaking and obs.user_speech_s >= 0.3 and obs.overlap_s == 0.0:
+            self.user_db += 0.3 * (obs.user_speech_db - self.user_db)
         p_yield, p_start = self.probabilities(obs)
         self.last_probs = (p_yield, p_start)
         if obs.assistant_speaking:
             self._streak = self._streak + 1 if p_yield >= self.yield_threshold else 0
             action = (
-                FloorAction.YIELD if self._streak >= self.yield_count else FloorAction.KEEP_SPEAKING
+                FloorAction.YIELD
+                if interrupted or self._streak >= self.yield_count
+                else FloorAction.KEEP_SPEAKING
             )
         else:
             self._streak = 0
@@ -549,6 +614,25 @@ class TrainedFloorPolicy(FloorPolicy):
         if action is FloorAction.YIELD:
             self._streak = 0
         return action
+
+
+def _load_head(path: Path, embedder: Embedder | None) -> TextHead:
+    """The interruption head at ``path``, checked against the embedder it will be fed by."""
+    from venus_ros.frontends.cascade.texthead import TextHead
+
+    try:
+        head = TextHead.load(path)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"interruption head {path}: {exc}") from None
+    name = getattr(embedder, "name", None)
+    if head.dim != TEXT_DIM:
+        raise ValueError(f"interruption head {path}: expects {head.dim}-d embeddings")
+    if head.embedder and name and head.embedder != name:
+        raise ValueError(
+            f"interruption head {path}: trained with embedder {head.embedder!r}, fed by "
+            f"{name!r}; retrain it with `python -m venus_ros.training.interruption`"
+        )
+    return head
 
 
 _EMBEDDER: Any = None
@@ -607,6 +691,7 @@ def make_floor_frontend(options: str = "", **kwargs: Any) -> PolicyFrontend:
             policy_kwargs[f"{key}_threshold"] = own[key]
     try:
         policy = load_floor_policy(**policy_kwargs)
+        frontend_kwargs.setdefault("substeps", policy.substeps)
         return PolicyFrontend(policy, **frontend_kwargs, **kwargs)
     except (ValueError, FileNotFoundError) as exc:
         raise FrontendError(f"frontend 'floor': {exc}") from exc

@@ -1,0 +1,212 @@
+"""The floor policy's interruption head: its trainer (venus_ros/training/interruption.py), the
+committed head, the policy stopping between unit boundaries on it, and the frontend doing so
+on real speech."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_floor_policy import CountingEmbedder, make_obs, overlapping
+
+from venus_ros.frontends.cascade.floor import (
+    INTERRUPTION_PATH,
+    MODEL_PATH,
+    SUBSTEPS,
+    TrainedFloorPolicy,
+)
+from venus_ros.frontends.cascade.texthead import TextHead
+from venus_ros.frontends.policy import FloorAction
+from venus_ros.training.addressee import evaluation_phrases
+from venus_ros.training.interruption import (
+    KINDS,
+    MAX_FIRE,
+    Row,
+    choose_threshold,
+    recognised_rows,
+    train_interruption,
+    training_phrases,
+)
+
+# ----------------------------------------------------------------------------- the trainer
+
+
+def test_training_phrases_are_training_material_only() -> None:
+    phrases = training_phrases()
+    kinds = {p.kind for p in phrases}
+    assert kinds == set(KINDS)
+    held_out = evaluation_phrases()
+    for phrase in phrases:
+        form = " ".join(
+            "".join(c for c in w if c.isalnum() or c == "'") for w in phrase.text.lower().split()
+        )
+        assert form not in held_out, phrase
+    # every group (a phrase and its variants, e.g. one vocative with every name) is one kind
+    groups: dict[int, set[str]] = {}
+    for p in phrases:
+        groups.setdefault(p.group, set()).add(p.kind)
+    assert all(len(k) == 1 for k in groups.values())
+
+
+def _rows(kind: str, sample: int, texts: list[str]) -> list[Row]:
+    return [Row(t, kind, sample, sample, 0.3 + 0.2 * i) for i, t in enumerate(texts)]
+
+
+def test_threshold_is_the_smallest_that_keeps_every_negative_kind_within_its_limit() -> None:
+    rows = [
+        *_rows("interruption", 0, ["a", "b"]),
+        *_rows("interruption", 1, ["c"]),
+        *_rows("backchannel", 2, ["d", "e"]),
+        *_rows("backchannel", 3, ["f"]),
+        *_rows("other_directed", 4, ["g"]),
+    ]
+    scores = np.array([0.6, 0.95, 0.8, 0.7, 0.85, 0.5, 0.9])
+    limits = {"backchannel": 0.0, "other_directed": 0.0}
+    threshold, rates = choose_threshold(scores, rows, limits)
+    # backchannel sample 2 reaches 0.85 and the remark 0.9: above both, 0.95 is the only choice
+    assert threshold == pytest.approx(0.95)
+    assert rates["interruption"] == pytest.approx(0.5)
+    assert rates["backchannel"] == 0.0
+    looser = {"backchannel": 0.5, "other_directed": 1.0}
+    threshold, rates = choose_threshold(scores, rows, looser)
+    assert threshold == pytest.approx(0.6)  # one backchannel sample of two may fire
+    assert rates["interruption"] == 1.0 and rates["backchannel"] == 0.5
+
+
+def test_partials_are_what_whisper_hears_of_the_first_second() -> None:
+    phrases = [p for p in training_phrases() if p.text in ("Stop.", "mm-hmm")]
+    assert len(phrases) == 2
+    rows = recognised_rows(phrases, seed=3)
+    assert rows and {r.kind for r in rows} == {"interruption", "backchannel"}
+    assert all(r.prefix_s <= 1.1 for r in rows)
+    stops = [r.text.lower() for r in rows if r.kind == "interruption"]
+    assert any("stop" in t for t in stops), stops
+    # the same seed gives the same partials
+    again = recognised_rows(phrases, seed=3)
+    assert again == rows
+
+
+def test_training_writes_a_head_that_separates_its_kinds(tmp_path: Path) -> None:
+    chosen = training_phrases()
+    phrases = [p for p in chosen if p.kind == "interruption" and len(p.text) < 30][:6]
+    phrases += [p for p in chosen if p.kind == "backchannel"][:6]
+    report = train_interruption(tmp_path, seed=1, phrases=phrases, cache=tmp_path / "p.json")
+    head = TextHead.load(tmp_path / INTERRUPTION_PATH.name)
+    assert 0.5 <= head.threshold <= 1.0
+    assert report["fire_rates"]["backchannel"] <= MAX_FIRE["backchannel"]
+    assert (tmp_path / "interruption_report.md").read_text().startswith("# Interruption head")
+
+
+# -------------------------------------------------------------------------- the committed head
+
+
+def test_committed_head_is_consistent_with_the_floor_policy() -> None:
+    head = TextHead.load(INTERRUPTION_PATH)
+    assert 0.5 <= head.threshold < 1.0
+    assert INTERRUPTION_PATH.with_name("interruption_report.md").is_file()
+    policy = TrainedFloorPolicy()
+    assert policy.interruption is not None and policy.substeps == SUBSTEPS
+    assert head.embedder == policy.features.embedder.name
+
+
+# ----------------------------------------------------------------------------- the policy
+
+
+def fixed_head(score: float, threshold: float = 0.8) -> TextHead:
+    """A head that gives every text ``score``."""
+    return TextHead(np.zeros(384), float(np.log(score / (1 - score))), threshold, "")
+
+
+def policy_with(tmp_path: Path, score: float) -> TrainedFloorPolicy:
+    path = tmp_path / f"head-{score}.npz"
+    fixed_head(score).save(path)
+    policy = TrainedFloorPolicy(MODEL_PATH, embedder=CountingEmbedder(), interruption=path)
+    policy.reset()
+    return policy
+
+
+def test_policy_stops_between_boundaries_on_a_confident_head(tmp_path: Path) -> None:
+    sub = overlapping(substep=1, substeps=SUBSTEPS, transcript="wait", turn_overlap_s=0.4)
+    sure = policy_with(tmp_path, 0.95)
+    assert sure.substeps == SUBSTEPS
+    assert sure.decide(sub) is FloorAction.YIELD
+    assert sure.last_interruption == pytest.approx(0.95)
+    # the boundary after the stop sees the yield: the answer follows the user's end
+    after = make_obs(unit_index=4, t=5.0, trailing_silence_s=1.2, user_turn_speech_s=0.6)
+    assert sure.decide(after) is FloorAction.START_SPEAKING
+    unsure = policy_with(tmp_path, 0.5)
+    assert unsure.decide(sub) is FloorAction.KEEP_SPEAKING
+    # no words yet, too little overlap, or far below the user's level: the head is not asked
+    for obs in (
+        replace(sub, transcript=""),
+        replace(sub, turn_overlap_s=0.1),
+        replace(sub, user_speech_db=-45.0),
+    ):
+        fresh = policy_with(tmp_path, 0.95)
+        assert fresh.decide(obs) is FloorAction.KEEP_SPEAKING, obs
+        assert fresh.last_interruption is None
+    # while listening the head has no say
+    listening = make_obs(substep=1, substeps=SUBSTEPS, transcript="wait", user_speaking=True)
+    assert policy_with(tmp_path, 0.95).decide(listening) is FloorAction.KEEP_LISTENING
+
+
+class NamedEmbedder(CountingEmbedder):
+    name = "stand-in/hash"
+
+
+def test_policy_refuses_a_head_from_another_embedder(tmp_path: Path) -> None:
+    path = tmp_path / "other.npz"
+    TextHead(np.zeros(384), 0.0, 0.7, "some/other-embedder").save(path)
+    with pytest.raises(ValueError, match="retrain it"):
+        TrainedFloorPolicy(MODEL_PATH, embedder=NamedEmbedder(), interruption=path)
+    with pytest.raises(ValueError, match="interruption head"):
+        TrainedFloorPolicy(MODEL_PATH, embedder=CountingEmbedder(), interruption=tmp_path / "no")
+    assert TrainedFloorPolicy(MODEL_PATH, text=False).substeps == 1
+
+
+# ------------------------------------------------------------------------ on real speech
+
+
+ANSWER = (
+    "The ferry leaves from the north pier every forty minutes, and the last one back goes at "
+    "half past ten, so you have plenty of time for dinner on the island before you return."
+)
+
+
+def _talk_over(tmp_path: Path, text: str, voice: str) -> tuple[float, list[float]]:
+    """The assistant answers from 1.0 s; the user says ``text`` over it from 3.0 s. Returns
+    the onset and the session times (fake clock) of the frontend's early stops."""
+    from speech import espeak_16k
+
+    from venus_ros.core.clock import FakeClock
+    from venus_ros.core.session import SessionConfig, run_offline
+    from venus_ros.core.timeline import Kind
+    from venus_ros.frontends import make_frontend
+
+    said = espeak_16k(text, tmp_path / "said.wav", voice=voice, wpm=170)
+    onset = 3.0
+    audio = np.zeros(12 * 16000, np.float32)
+    start = round(onset * 16000)
+    audio[start : start + said.size] = 0.3 * said / np.abs(said).max()
+    frontend = make_frontend("cascade", clock=FakeClock())
+    try:
+        frontend.schedule_turns([(1.0, ANSWER)])
+        session = run_offline(
+            audio, 16000, frontend, clock=FakeClock(), config=SessionConfig(timeline_window_s=60)
+        )
+        stops = [r.t for r in session.timeline.snapshot().of_kind(Kind.FLUSH) if r.payload["early"]]
+    finally:
+        frontend.close()
+    return onset, stops
+
+
+def test_the_cascade_stops_within_a_second_for_stop_and_talks_through_a_backchannel(
+    tmp_path: Path,
+) -> None:
+    onset, stops = _talk_over(tmp_path, "Wait, stop.", "en-us+m3")
+    assert len(stops) == 1, stops
+    assert onset < stops[0] <= onset + 1.0  # mid-unit, well before two yielding boundaries
+    _, stops = _talk_over(tmp_path, "Mm-hmm, right.", "en-us+m3")
+    assert stops == []

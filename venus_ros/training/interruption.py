@@ -1,0 +1,461 @@
+"""Training the floor policy's interruption head (``python -m venus_ros.training.interruption``).
+
+The head (a :class:`~venus_ros.frontends.cascade.texthead.TextHead`, written to
+``frontends/cascade/models/interruption.npz``) reads the partial transcript of user speech that
+began while the assistant was speaking and scores whether it is a genuine interruption ("wait",
+"stop, how long does that take?") rather than a backchannel ("mm-hmm, right"), a remark to
+someone else, background talk, or the assistant's own voice coming back through the echo
+canceller. The floor policy stops the assistant on a confident score between unit boundaries,
+within about half a second of the onset (:class:`~venus_ros.frontends.cascade.floor.
+TrainedFloorPolicy`); below the threshold the boundary model decides as before.
+
+Deterministic for a seed, from training material only:
+
+1. **Phrases**: the training part of the synthesizer's families
+   (:data:`venus_ros.eval.synth.FAMILIES` ``["train"]``): interruptions and questions
+   (positive); backchannels, remarks to other people (vocatives with every training name, side
+   comments, phone talk, and the addressee trainer's
+   :data:`~venus_ros.training.addressee.EXTRA_NOT_ADDRESSED`), background talk and TV lines,
+   and the assistant's own answers (negative). A phrase that is also an evaluation phrase
+   (:func:`venus_ros.training.addressee.evaluation_phrases`) is left out.
+2. **What the recogniser makes of them**: each phrase is spoken by seeded training voices
+   (espeak-ng, :data:`~venus_ros.eval.synth.FAMILIES` voices and rates), optionally under
+   generated room noise, and Whisper tiny.en transcribes its first :data:`PREFIXES_S` seconds,
+   as the frontend's partial transcripts do while the user talks over the assistant (every
+   0.2 s from 0.3 s on). Every word prefix of the written phrase in recogniser form is added
+   as well (fitting only).
+3. **Features and fit**: as the addressee head (MiniLM embedding next to hashed words and word
+   pairs), :func:`~venus_ros.training.router.fit_logistic`, in :data:`FOLDS` folds split by
+   phrase for held-out scores.
+4. **Threshold**: chosen on the held-out scores by simulating each spoken sample: it "fires"
+   when any of its partials scores at or above the threshold. The smallest threshold whose
+   firing rate stays within :data:`MAX_FIRE` for every negative kind is taken; the report
+   gives the interruption samples caught and when.
+5. The head is refitted on everything and written with ``interruption_report.md``.
+
+The recognised transcripts are cached per phrase under the user cache directory
+(``$XDG_CACHE_HOME`` or ``~/.cache``, then ``venus_ros/interruption_partials.json``; ``--fresh``
+redoes them); they depend on the phrase, the seed and the recogniser only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from venus_ros.frontends.cascade.floor import INTERRUPTION_PATH
+from venus_ros.frontends.cascade.router import lexical_features
+from venus_ros.frontends.cascade.texthead import TextHead
+from venus_ros.training.addressee import EXTRA_NOT_ADDRESSED, evaluation_phrases
+from venus_ros.training.router import TextEmbedder, fit_logistic
+
+__all__ = [
+    "KINDS",
+    "MAX_FIRE",
+    "PREFIXES_S",
+    "Phrase",
+    "Row",
+    "choose_threshold",
+    "main",
+    "recognised_rows",
+    "train_interruption",
+    "training_phrases",
+]
+
+#: Seconds of speech the recognised partials cover (the frontend's overlap partials).
+PREFIXES_S: tuple[float, ...] = (0.3, 0.5, 0.7, 0.9, 1.1)
+#: Kinds of speech over the assistant; only ``interruption`` is positive.
+KINDS: tuple[str, ...] = ("interruption", "backchannel", "other_directed", "background", "echo")
+#: Largest share of spoken samples of each negative kind the head may fire on (held out). The
+#: floor goals are >= 97 % of backchannels and >= 90 % of remarks to others and background
+#: talk talked through; background talk is mostly quieter than the user as well, which the
+#: policy checks on its own (``INTERRUPT_QUIET_DB``), and the assistant's own echo only reaches
+#: the head where the echo canceller leaves words behind.
+MAX_FIRE: Mapping[str, float] = {
+    "backchannel": 0.02,
+    "other_directed": 0.09,
+    "background": 0.12,
+    "echo": 0.04,
+}
+#: Voices per phrase (vocatives: per phrase and name, one voice each); backchannels are few
+#: and short, so they get more.
+VOICES_PER_PHRASE: Mapping[str, int] = {"backchannel": 8}
+DEFAULT_VOICES = 3
+FOLDS = 5
+L2 = 3e-4
+LEXICAL_DIMS = 512
+LEXICAL_SCALE = 0.5
+LEAD_S = 0.1
+"""Silence before the speech, as the VAD's pre-roll keeps it."""
+NOISE_SHARE = 0.5
+"""Share of samples mixed with generated room noise."""
+NOISE_SNR_DB: tuple[float, float] = (10.0, 25.0)
+SAMPLE_RATE = 16000
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """A training phrase: its text, kind and group (variants of a phrase share a group)."""
+
+    text: str
+    kind: str
+    group: int
+
+
+@dataclass(frozen=True)
+class Row:
+    """One recognised partial: the transcript of the first ``prefix_s`` of a spoken sample."""
+
+    text: str
+    kind: str
+    group: int
+    sample: int
+    prefix_s: float
+
+
+def _asr_form(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9']+", text.lower()))
+
+
+def training_phrases() -> list[Phrase]:
+    """The training phrases (see the module docstring), evaluation phrases left out."""
+    from venus_ros.eval.synth import FAMILIES
+
+    fam = FAMILIES["train"]
+    banks: list[tuple[str, Sequence[str] | Sequence[Sequence[str]]]] = [
+        ("interruption", fam.interruptions),
+        ("interruption", fam.questions),
+        ("backchannel", fam.backchannels),
+        ("other_directed", [[v.format(name=n) for n in fam.other_names] for v in fam.vocatives]),
+        ("other_directed", (*fam.side_comments, *fam.phone_talk, *EXTRA_NOT_ADDRESSED)),
+        ("background", (*fam.background_talk, *fam.background_tv)),
+        ("echo", fam.assistant_texts),
+    ]
+    held_out = evaluation_phrases()
+    phrases: list[Phrase] = []
+    group = 0
+    for kind, bank in banks:
+        for item in bank:
+            variants = [item] if isinstance(item, str) else list(item)
+            kept = [t for t in variants if _asr_form(t) not in held_out]
+            phrases += [Phrase(t, kind, group) for t in kept]
+            group += 1
+    return phrases
+
+
+def _room_noise(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Pink noise (1/f power, shaped in the frequency domain), unit RMS."""
+    spectrum = np.fft.rfft(rng.standard_normal(n))
+    spectrum /= np.sqrt(np.maximum(np.arange(spectrum.size), 1.0))
+    out = np.fft.irfft(spectrum, n)
+    out -= out.mean()
+    return out / max(float(np.sqrt(np.mean(out**2))), 1e-9)
+
+
+def recognised_rows(
+    phrases: Sequence[Phrase],
+    *,
+    seed: int = 0,
+    asr: Any = None,
+    cache: dict[str, list[list[list[Any]]]] | None = None,
+    progress: bool = False,
+) -> list[Row]:
+    """Speak every phrase with seeded training voices and transcribe its prefixes.
+
+    Each phrase draws its voices, rates and noise from its own generator (``seed`` and the
+    phrase), so adding a phrase changes nothing about the others.
+
+    Args:
+        phrases: From :func:`training_phrases`.
+        seed: Fixes voices, rates and noise.
+        asr: A :class:`~venus_ros.audio.asr.WhisperAsr` (default: tiny.en, 2 threads).
+        cache: Recognised partials per phrase, read and filled in (JSON-serialisable).
+        progress: Print a line every 50 phrases.
+    """
+    cache = {} if cache is None else cache
+    sizes: dict[int, int] = {}
+    for phrase in phrases:
+        sizes[phrase.group] = sizes.get(phrase.group, 0) + 1
+    speaker = _Speaker(asr)
+    rows: list[Row] = []
+    sample = 0
+    for i, phrase in enumerate(phrases):
+        count = 1 if sizes[phrase.group] > 1 else VOICES_PER_PHRASE.get(phrase.kind, DEFAULT_VOICES)
+        key = f"{seed}|{phrase.kind}|{count}|{PREFIXES_S}|{phrase.text}"
+        samples = cache.get(key)
+        if samples is None:
+            rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
+            samples = cache[key] = speaker.partials(phrase.text, count, rng)
+        for partials in samples:
+            rows += [
+                Row(text, phrase.kind, phrase.group, sample, prefix) for prefix, text in partials
+            ]
+            sample += 1
+        if progress and i % 50 == 49:
+            print(f"  {i + 1}/{len(phrases)} phrases, {len(rows)} partials", flush=True)
+    return rows
+
+
+class _Speaker:
+    """Training voices (espeak-ng) and the recogniser, built on first use."""
+
+    def __init__(self, asr: Any = None) -> None:
+        self._asr = asr
+        self._engines: dict[str, Any] = {}
+
+    def partials(self, text: str, count: int, rng: np.random.Generator) -> list[list[list[Any]]]:
+        """``count`` spoken samples of ``text``: each a list of distinct ``[prefix_s, text]``."""
+        import soxr
+
+        from venus_ros.audio.tts import EspeakTts
+        from venus_ros.eval.synth import FAMILIES, RATE_WPM, trim
+
+        if self._asr is None:
+            from venus_ros.audio.asr import WhisperAsr
+
+            self._asr = WhisperAsr(word_timestamps=False)
+        voices = FAMILIES["train"].espeak_voices
+        lead = np.zeros(round(LEAD_S * SAMPLE_RATE), np.float32)
+        longest = round((max(PREFIXES_S) + LEAD_S) * SAMPLE_RATE)
+        out: list[list[list[Any]]] = []
+        for voice in rng.choice(voices, size=min(count, len(voices)), replace=False):
+            engine = self._engines.get(voice)
+            if engine is None:
+                engine = EspeakTts(voice=str(voice), output_rate=SAMPLE_RATE)
+                self._engines[voice] = engine
+            engine.rate_wpm = int(rng.integers(RATE_WPM[0], RATE_WPM[1] + 1))
+            audio, rate = engine.render(text.replace("-", " "))
+            audio = np.asarray(audio, np.float32)
+            if rate != SAMPLE_RATE:
+                audio = soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32)
+            audio = np.concatenate([lead, trim(audio)])[:longest]
+            if rng.random() < NOISE_SHARE:
+                snr = rng.uniform(*NOISE_SNR_DB)
+                speech_rms = float(np.sqrt(np.mean(audio**2))) or 1e-4
+                noise = _room_noise(rng, audio.size) * speech_rms * 10 ** (-snr / 20)
+                audio = (audio + noise).astype(np.float32)
+            partials: list[list[Any]] = []
+            seen: str | None = None
+            for prefix in PREFIXES_S:
+                end = round((prefix + LEAD_S) * SAMPLE_RATE)
+                if end > audio.size + SAMPLE_RATE // 10:
+                    break
+                heard = " ".join(self._asr.transcribe(audio[:end]).text.split())
+                if heard != seen:
+                    partials.append([prefix, heard])
+                    seen = heard
+            out.append(partials)
+        return out
+
+
+def _word_prefix_rows(phrases: Sequence[Phrase]) -> list[Row]:
+    """Every word prefix of every phrase in recogniser form (sample -1: fitting only)."""
+    rows: list[Row] = []
+    for phrase in phrases:
+        words = _asr_form(phrase.text).split()
+        for k in range(1, min(len(words), 6) + 1):
+            rows.append(Row(" ".join(words[:k]), phrase.kind, phrase.group, -1, 0.0))
+    return rows
+
+
+def _sample_fires(scores: np.ndarray, rows: Sequence[Row], threshold: float) -> dict[int, float]:
+    """First prefix (seconds) at which each spoken sample fires; inf where it never does."""
+    first: dict[int, float] = {}
+    for s, row in zip(scores, rows, strict=True):
+        if row.sample < 0 or not row.text:
+            continue
+        hit = row.prefix_s if s >= threshold else float("inf")
+        first[row.sample] = min(first.get(row.sample, float("inf")), hit)
+    return first
+
+
+def choose_threshold(
+    scores: np.ndarray, rows: Sequence[Row], max_fire: Mapping[str, float] = MAX_FIRE
+) -> tuple[float, dict[str, float]]:
+    """The smallest threshold whose held-out firing rate per negative kind is within
+    ``max_fire``; with the firing rate of every kind at it."""
+    kind_of = {r.sample: r.kind for r in rows if r.sample >= 0}
+    candidates = np.unique(np.round(scores, 4))
+    for threshold in np.concatenate([candidates[candidates >= 0.5], [1.0]]):
+        rates = _fire_rates(scores, rows, float(threshold), kind_of)
+        if all(rates.get(k, 0.0) <= limit for k, limit in max_fire.items()):
+            return float(threshold), rates
+    return 1.0, _fire_rates(scores, rows, 1.0, kind_of)
+
+
+def _fire_rates(
+    scores: np.ndarray, rows: Sequence[Row], threshold: float, kind_of: Mapping[int, str]
+) -> dict[str, float]:
+    first = _sample_fires(scores, rows, threshold)
+    rates: dict[str, float] = {}
+    for kind in KINDS:
+        samples = [s for s, k in kind_of.items() if k == kind]
+        if samples:
+            rates[kind] = sum(np.isfinite(first[s]) for s in samples) / len(samples)
+    return rates
+
+
+def _features(embedder: TextEmbedder, texts: Sequence[str]) -> np.ndarray:
+    return np.hstack(
+        [
+            np.asarray(embedder.embed(list(texts)), dtype=np.float64),
+            lexical_features(list(texts), LEXICAL_DIMS, LEXICAL_SCALE),
+        ]
+    )
+
+
+def train_interruption(
+    out: str | Path | None = None,
+    *,
+    seed: int = 0,
+    embedder: TextEmbedder | None = None,
+    asr: Any = None,
+    phrases: Sequence[Phrase] | None = None,
+    cache: str | Path | None = None,
+    fresh: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Train the head, write ``interruption.npz`` and its report, return the report.
+
+    Args:
+        out: Output folder (default: the package's ``frontends/cascade/models``).
+        seed: Fixes voices, noise and folds.
+        embedder: Sentence embedder (default: fp32 all-MiniLM-L6-v2).
+        asr: Recogniser for the partials (default: Whisper tiny.en).
+        phrases: The phrases (default: :func:`training_phrases`).
+        cache: The row cache file (default: under the user cache directory).
+        fresh: Recognise again even where the row cache exists.
+        progress: Print progress lines.
+    """
+    started = time.perf_counter()
+    out_dir = Path(out) if out is not None else INTERRUPTION_PATH.parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    phrases = list(training_phrases() if phrases is None else phrases)
+    if cache is None:
+        root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        cache = Path(root) / "venus_ros" / "interruption_partials.json"
+    cache = Path(cache)
+    known: dict[str, list[list[list[Any]]]] = {}
+    if cache.is_file() and not fresh:
+        try:
+            known = json.loads(cache.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            known = {}
+    before = len(known)
+    rows = recognised_rows(phrases, seed=seed, asr=asr, cache=known, progress=progress)
+    if len(known) != before:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(known), encoding="utf-8")
+    recognise_s = time.perf_counter() - started
+    spoken = [r for r in rows if r.text]
+    fit_rows = spoken + _word_prefix_rows(phrases)
+    if embedder is None:
+        from venus_ros.frontends.cascade.embed import Embedder
+
+        embedder = Embedder()
+    texts = [r.text for r in fit_rows]
+    x = _features(embedder, texts)
+    y = np.array([r.kind == "interruption" for r in fit_rows])
+    groups = np.array([r.group for r in fit_rows])
+    rng = np.random.default_rng(seed)
+    fold_of: dict[int, int] = {}
+    for label in (True, False):
+        ids = np.unique(groups[y == label])
+        rng.shuffle(ids)
+        fold_of.update({int(g): i % FOLDS for i, g in enumerate(ids)})
+    fold = np.array([fold_of[int(g)] for g in groups])
+    held_out = np.zeros(len(fit_rows))
+    for k in range(FOLDS):
+        test = fold == k
+        coef, intercept = fit_logistic(x[~test], y[~test], L2)
+        held_out[test] = 0.5 * (1.0 + np.tanh(0.5 * (x[test] @ coef + intercept)))
+    threshold, rates = choose_threshold(held_out, fit_rows)
+    first = _sample_fires(held_out, fit_rows, threshold)
+    caught = [
+        first.get(s, float("inf")) for s in {r.sample for r in rows if r.kind == "interruption"}
+    ]
+    coef, intercept = fit_logistic(x, y, L2)
+    head = TextHead(coef, intercept, threshold, embedder.name, LEXICAL_DIMS, LEXICAL_SCALE)
+    head.save(out_dir / INTERRUPTION_PATH.name)
+    errors = sorted(
+        (
+            (float(held_out[i]), r.text, r.kind)
+            for i, r in enumerate(fit_rows)
+            if r.sample >= 0 and (held_out[i] >= threshold) != (r.kind == "interruption")
+        ),
+        key=lambda e: -e[0],
+    )
+    finite = [c for c in caught if np.isfinite(c)]
+    report = {
+        "seed": seed,
+        "embedder": embedder.name,
+        "phrases": len(phrases),
+        "samples": len({r.sample for r in rows}),
+        "partials": len(spoken),
+        "fit_rows": len(fit_rows),
+        "threshold": threshold,
+        "fire_rates": rates,
+        "caught_by_s": {
+            f"{p:.1f}": sum(c <= p for c in finite) / max(len(caught), 1) for p in PREFIXES_S
+        },
+        "errors": errors,
+        "recognise_s": round(recognise_s, 1),
+        "train_s": round(time.perf_counter() - started, 1),
+    }
+    (out_dir / "interruption_report.md").write_text(_markdown(report), encoding="utf-8")
+    return report
+
+
+def _markdown(r: Mapping[str, Any]) -> str:
+    lines = [
+        "# Interruption head",
+        "",
+        "Trained by `python -m venus_ros.training.interruption` (venus_ros/training/"
+        "interruption.py) on training material only (the synthesizer's training part, the"
+        " addressee trainer's extra remarks). Held-out figures: 5 folds split by phrase.",
+        "",
+        f"- embedder: `{r['embedder']}`; seed {r['seed']}; recognition {r['recognise_s']} s,"
+        f" total {r['train_s']} s",
+        f"- {r['phrases']} phrases, {r['samples']} spoken samples, {r['partials']} distinct"
+        f" partial transcripts ({', '.join(f'{p:.1f}' for p in PREFIXES_S)} s), "
+        f"{r['fit_rows']} rows with the written word prefixes",
+        f"- threshold {r['threshold']:.4f} (smallest with held-out firing within "
+        + ", ".join(f"{k} {100 * v:.0f}%" for k, v in MAX_FIRE.items())
+        + ")",
+        "",
+        "| kind | held-out samples fired on |",
+        "|---|---|",
+    ]
+    lines += [f"| {k} | {100 * v:.1f}% |" for k, v in r["fire_rates"].items()]
+    lines += ["", "Interruption samples caught by the partial of (seconds of speech):", ""]
+    lines += [f"- {p} s: {100 * v:.1f}%" for p, v in r["caught_by_s"].items()]
+    lines += ["", f"Held-out errors ({len(r['errors'])}; score, kind, partial), first 40:", ""]
+    lines += [f"- {s:.3f} {k} {t!r}" for s, t, k in r["errors"][:40]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``python -m venus_ros.training.interruption [--out DIR] [--seed N]``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="output folder")
+    parser.add_argument("--seed", type=int, default=0, help="voices, noise and folds")
+    parser.add_argument("--fresh", action="store_true", help="recognise the partials again")
+    args = parser.parse_args(argv)
+    report = train_interruption(args.out, seed=args.seed, fresh=args.fresh, progress=True)
+    rates = ", ".join(f"{k} {100 * v:.1f}%" for k, v in report["fire_rates"].items())
+    print(f"interruption head: threshold {report['threshold']:.4f}; held-out fired on: {rates}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
