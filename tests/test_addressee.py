@@ -24,6 +24,7 @@ from venus_ros.frontends.cascade.addressee import (
     Addressee,
     Utterance,
     asks,
+    exclaims,
     load_statement_threshold,
     set_off_opening,
     vocative,
@@ -124,6 +125,22 @@ def test_asks_tells_questions_and_requests_from_statements(text: str, asking: bo
     assert asks(text) is asking
 
 
+@pytest.mark.parametrize(
+    ("text", "exclaimed"),
+    [
+        ("Oops, I spilled my tea.", True),
+        ("Ugh, the bus is late again.", True),
+        ("Hold on, the door is open.", True),
+        ("Oh dear, look at that.", True),
+        ("I spilled my tea.", False),
+        ("Okay, the door is open.", False),
+        ("", False),
+    ],
+)
+def test_exclaims_finds_reactions(text: str, exclaimed: bool) -> None:
+    assert exclaims(text) is exclaimed
+
+
 # ---------------------------------------------------------------------------- decisions
 
 
@@ -144,9 +161,9 @@ def test_names_questions_and_level_decide_before_the_text() -> None:
     clear = Addressee("Venus", head=fixed_head(0.95), embedder=HashEmbedder())
     assert clear.judge(Utterance("what time is it", 0.0, clear.user_db - 12.0)).addressed
     # below the head's threshold and softer than the user: not addressed; at the user's
-    # level the phrasing alone never drops speech
+    # level the phrasing alone does not drop speech (no statement threshold, no exclamation)
     low = Addressee("Venus", head=fixed_head(0.2), embedder=HashEmbedder())
-    assert low.judge(Utterance("ouch my toe", 0.0, low.user_db)).addressed
+    assert low.judge(Utterance("my toe hurts", 0.0, low.user_db)).addressed
     softer = low.judge(Utterance("ouch my toe", 0.0, low.user_db - SOFTER_DB - 0.5))
     assert (softer.addressed, softer.reason) == (False, "text")
     # nothing made out: only the level tells
@@ -172,12 +189,17 @@ def test_with_no_conversation_going_on_statements_need_a_higher_score() -> None:
     assert not later.addressed  # nothing addressed for CONVERSATION_S: idle again
     judge.reset()
     assert judge.idle(0.0) and not judge.judge(Utterance("Oh no, it rains.", 0.0, level)).addressed
-    # a score at or above the statement threshold keeps the statement
-    high = Addressee("Venus", fixed_head(0.4), HashEmbedder(), statement_threshold=0.35)
-    assert high.judge(Utterance("Oh no, it's starting to rain.", 0.0, high.user_db)).addressed
-    # without a statement threshold only the misheard-name opening drops idle speech
+    # a score at or above the statement threshold keeps a statement; one that opens with an
+    # exclamation must reach the head's threshold (0.4)
+    high = Addressee("Venus", fixed_head(0.38), HashEmbedder(), statement_threshold=0.35)
+    assert high.judge(Utterance("The bus is late again.", 0.0, high.user_db)).addressed
+    high.reset()
+    assert not high.judge(Utterance("Ugh, the bus is late again.", 0.0, high.user_db)).addressed
+    above = Addressee("Venus", fixed_head(0.45), HashEmbedder(), statement_threshold=0.35)
+    assert above.judge(Utterance("Ugh, the bus is late again.", 0.0, above.user_db)).addressed
+    # without a statement threshold only the misheard-name opening and exclamations drop it
     plain = Addressee("Venus", fixed_head(0.01), HashEmbedder())
-    assert plain.judge(Utterance("Oh no, it's starting to rain.", 0.0, plain.user_db)).addressed
+    assert plain.judge(Utterance("It's starting to rain.", 0.0, plain.user_db)).addressed
     plain.reset()  # the statement was addressed: a conversation is going on until a reset
     assert not plain.judge(Utterance("Sea bee, shut the gate.", 1.0, plain.user_db)).addressed
 

@@ -74,7 +74,7 @@ __all__ = [
 
 MIN_RECALL = 0.97
 """Least share of addressed speech kept, on held-out folds."""
-MIN_RECALL_IDLE = 0.998
+MIN_RECALL_IDLE = 0.996
 """Least share of addressed speech the statement rule keeps on held-out folds
 (:func:`calibrate_statement_threshold`). Stricter than :data:`MIN_RECALL`: the recogniser
 garbles questions into statements that score lower still ("who won the match last night?" came
@@ -503,18 +503,18 @@ def _folds(labels: np.ndarray, groups: np.ndarray, seed: int) -> np.ndarray:
 
 
 def calibrate_statement_threshold(
-    texts: Sequence[str], scores: np.ndarray, labels: np.ndarray
+    texts: Sequence[str], scores: np.ndarray, labels: np.ndarray, threshold: float
 ) -> tuple[float, tuple[float, float]]:
     """The highest statement threshold (0.01 steps) that keeps at least :data:`MIN_RECALL_IDLE`
     of the addressed texts on held-out ``scores`` when no conversation is going on
     (:func:`~venus_ros.frontends.cascade.addressee.reads_aside`), and that rule's (recall,
-    specificity) there."""
+    specificity) there (``threshold``: the head's, which exclamations must reach)."""
     y = np.asarray(labels, dtype=bool)
     best, best_cv = 0.01, (float("nan"), float("nan"))
     for step in range(1, 99):
         bar = step / 100
         dropped = np.array(
-            [reads_aside(t, float(s), bar) for t, s in zip(texts, scores, strict=True)]
+            [reads_aside(t, float(s), bar, threshold) for t, s in zip(texts, scores, strict=True)]
         )
         recall = 1.0 - float(dropped[y].mean())
         if recall < MIN_RECALL_IDLE and step > 1:
@@ -553,7 +553,7 @@ def train_addressee(
         held_out[test] = 0.5 * (1.0 + np.tanh(0.5 * (x[test] @ coef + intercept)))
     threshold = calibrate_threshold(held_out, y, MIN_RECALL)
     cv = metrics(held_out, y, threshold)
-    statement, cv_idle = calibrate_statement_threshold(texts, held_out, y)
+    statement, cv_idle = calibrate_statement_threshold(texts, held_out, y, threshold)
     coef, intercept = fit_logistic(x, y, L2)
     head = TextHead(coef, intercept, threshold, embedder.name, LEXICAL_DIMS, LEXICAL_SCALE)
     out_dir = Path(out) if out is not None else MODEL_PATH.parent

@@ -38,8 +38,10 @@ its final transcript, where it was, how loud it was) from general evidence, in t
      model's statement threshold (low: calibrated on held-out phrases to keep 99.8 % of
      requests, since the recogniser garbles some questions into statements), or
      an opening set off by a comma that may be a name the recogniser misheard
-     (:func:`set_off_opening`: "Sea bee, could you ..." for a name it never heard) -> not
-     addressed. In a conversation, the phrasing at the user's level never drops speech.
+     (:func:`set_off_opening`: "Sea bee, could you ..." for a name it never heard), or a
+     statement that opens with an exclamation or a call to wait (:func:`exclaims`: "Oops,
+     ...", "Hold on, ...") scoring below the head's threshold -> not addressed. In a
+     conversation, the phrasing at the user's level never drops speech.
 
 Nothing here is keyed to a sentence of an evaluation suite; the lexicons are general English
 (discourse words and lead-ins that start sentences, terms of address, question words,
@@ -76,6 +78,7 @@ __all__ = [
     "Utterance",
     "Verdict",
     "asks",
+    "exclaims",
     "load_statement_threshold",
     "reads_aside",
     "set_off_opening",
@@ -288,6 +291,11 @@ _LEAD_PHRASES = tuple(
         "thank goodness",
     )
 )
+#: Interjections that open a reaction to what is happening ("Oops, ...", "Ugh, ...").
+_EXCLAIMS = frozenset(
+    """oh ooh oops whoops wow whoa ugh ouch ow hmm hm darn dang damn blimey phew aw aww ah argh
+    gosh jeez yikes eek""".split()
+)
 #: Question openers (wh-words and auxiliaries): a question even when the recogniser wrote no "?".
 _QUESTION_WORDS = frozenset(
     """what what's whats why how how's when where where's who who's which whose can could would
@@ -370,14 +378,27 @@ def load_statement_threshold(path: str | Path) -> float | None:
     return value
 
 
-def reads_aside(text: str, score: float, statement_threshold: float) -> bool:
+def exclaims(text: str) -> bool:
+    """Whether ``text`` opens with an exclamation or a call to wait ("Oops, ...", "Ugh, ...",
+    "Hold on, ...", "Oh dear, ..."): a reaction to what is happening in the room."""
+    words = [w.lower().strip("'-") for w in _TOKEN.findall(text)]
+    if not words:
+        return False
+    return words[0] in _EXCLAIMS or any(words[: len(p)] == list(p) for p in _LEAD_PHRASES)
+
+
+def reads_aside(text: str, score: float, statement_threshold: float, threshold: float) -> bool:
     """Whether speech at the user's level, with no conversation going on, is dropped on its
-    words: an opening that may be a misheard name (:func:`set_off_opening`), or a statement that
-    asks nothing (:func:`asks`) with a text score below ``statement_threshold``. Shared by
-    :class:`Addressee` and the trainer's calibration."""
+    words: an opening that may be a misheard name (:func:`set_off_opening`); or a statement
+    that asks nothing (:func:`asks`) with a text score below ``statement_threshold``, or below
+    the head's ``threshold`` when it opens with an exclamation or a call to wait
+    (:func:`exclaims`: "Oops, I spilled my tea."). Shared by :class:`Addressee` and the
+    trainer's calibration."""
     if set_off_opening(text) is not None:
         return True
-    return score < statement_threshold and not asks(text)
+    if asks(text):
+        return False
+    return score < statement_threshold or (score < threshold and exclaims(text))
 
 
 @dataclass(frozen=True)
@@ -548,7 +569,7 @@ class Addressee:
         if score < self._required(head.threshold, delta):
             return Verdict(False, "text", score, delta)  # softer, and not clearly a request
         bar = self.statement_threshold if self.statement_threshold is not None else 0.0
-        if self.idle(u.start_s) and reads_aside(text, score, bar):
+        if self.idle(u.start_s) and reads_aside(text, score, bar, head.threshold):
             return Verdict(False, "text", score, delta)
         return Verdict(True, "text", score, delta)
 
