@@ -12,9 +12,9 @@ TrainedFloorPolicy`); below the threshold the boundary model decides as before.
 Deterministic for a seed, from training material only:
 
 1. **Phrases**: the training part of the synthesizer's families
-   (:data:`venus_ros.eval.synth.FAMILIES` ``["train"]``): interruptions and questions
-   (positive); backchannels, remarks to other people (vocatives with every training name, side
-   comments, phone talk, and the addressee trainer's
+   (:data:`venus_ros.eval.synth.FAMILIES` ``["train"]``): interruptions, questions and
+   :data:`EXTRA_INTERRUPTIONS` (positive); backchannels, remarks to other people (vocatives
+   with every training name, side comments, phone talk, and the addressee trainer's
    :data:`~venus_ros.training.addressee.EXTRA_NOT_ADDRESSED`), background talk and TV lines,
    and the assistant's own answers (negative). A phrase that is also an evaluation phrase
    (:func:`venus_ros.training.addressee.evaluation_phrases`) is left out.
@@ -60,6 +60,7 @@ from venus_ros.training.addressee import EXTRA_NOT_ADDRESSED, evaluation_phrases
 from venus_ros.training.router import TextEmbedder, fit_logistic
 
 __all__ = [
+    "EXTRA_INTERRUPTIONS",
     "KINDS",
     "MAX_FIRE",
     "PREFIXES_S",
@@ -103,6 +104,63 @@ NOISE_SNR_DB: tuple[float, float] = (10.0, 25.0)
 SAMPLE_RATE = 16000
 
 
+#: More ways of cutting in on a speaker (written for this trainer; general English, training
+#: data only): commands to stop or wait, asking to repeat or slow down, corrections, a question
+#: of one's own, and cancelling.
+EXTRA_INTERRUPTIONS: tuple[str, ...] = (
+    "Hang on a sec.",
+    "Wait a minute.",
+    "Hold it.",
+    "Hold up, hold up.",
+    "Stop talking for a moment.",
+    "Okay, okay, that's enough.",
+    "Enough, thanks.",
+    "Shh, quiet.",
+    "Be quiet for a second.",
+    "Pause.",
+    "Stop right there.",
+    "Wait, wait, wait.",
+    "No, stop, that's wrong.",
+    "Just a moment, please.",
+    "Sorry, quick question.",
+    "Can I just ask something?",
+    "Let me ask you something.",
+    "Excuse me, sorry.",
+    "Pardon? I missed that.",
+    "What? Say that again.",
+    "I didn't catch that.",
+    "Could you say that again, slowly?",
+    "Slow down, please.",
+    "Go back a bit.",
+    "What do you mean by that?",
+    "Repeat the last bit.",
+    "Sorry, what was the number?",
+    "Hmm? What was that?",
+    "No, that's not right.",
+    "That's wrong, it's the other one.",
+    "Not that one, the big one.",
+    "No, I said the bedroom.",
+    "Actually, I meant tomorrow.",
+    "Wrong, try again.",
+    "That's not what I said.",
+    "Nope, not that.",
+    "Cancel that.",
+    "Forget it, never mind.",
+    "Skip that part.",
+    "Never mind, just stop.",
+    "Okay, I get it, next.",
+    "Fine, fine, move on.",
+    "Yes, yes, but how much is it?",
+    "Right, but when does it open?",
+    "Okay, but where is it?",
+    "Sorry, where did you say?",
+    "Hold on, how far is that?",
+    "Wait, which one?",
+    "Stop, how much?",
+    "Hey, stop for a second.",
+)
+
+
 @dataclass(frozen=True)
 class Phrase:
     """A training phrase: its text, kind and group (variants of a phrase share a group)."""
@@ -135,6 +193,7 @@ def training_phrases() -> list[Phrase]:
     banks: list[tuple[str, Sequence[str] | Sequence[Sequence[str]]]] = [
         ("interruption", fam.interruptions),
         ("interruption", fam.questions),
+        ("interruption", EXTRA_INTERRUPTIONS),
         ("backchannel", fam.backchannels),
         ("other_directed", [[v.format(name=n) for n in fam.other_names] for v in fam.vocatives]),
         ("other_directed", (*fam.side_comments, *fam.phone_talk, *EXTRA_NOT_ADDRESSED)),
