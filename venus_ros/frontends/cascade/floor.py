@@ -108,7 +108,7 @@ BACKEND_SILENCE_S = 0.6
 """User silence after which a waiting backend reply is spoken."""
 AFTER_YIELD_SILENCE_S = 1.0
 """User silence after which the policy answers speech it yielded to, whatever the model says."""
-MIN_START_SILENCE_S = 0.2
+MIN_START_SILENCE_S = 0.1
 """User silence the model needs before it may take the turn (never over the user's words)."""
 UNANSWERED_SILENCE_S = 2.5
 """User silence after which speech the model did not answer is answered anyway: a user who
