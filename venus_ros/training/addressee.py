@@ -606,8 +606,9 @@ def _markdown(r: dict[str, Any]) -> str:
         f"addressed speech {100 * r['cv_recall']:.1f}% (goal >= {100 * MIN_RECALL:.0f}%), "
         f"specificity {100 * r['cv_specificity']:.1f}%, accuracy {100 * r['cv_accuracy']:.1f}%",
         f"- statement threshold {r['statement_threshold']:.4f} (with no conversation going on, "
-        "a statement below it, or an opening that may be a misheard name, is dropped at the "
-        f"user's level; `addressee.reads_aside`): held-out recall {100 * r['cv_idle_recall']:.1f}%"
+        "a statement below it, one that opens with an exclamation below the threshold above, "
+        "or an opening that may be a misheard name, is dropped at the user's level; "
+        f"`addressee.reads_aside`): held-out recall {100 * r['cv_idle_recall']:.1f}%"
         f" (goal >= {100 * MIN_RECALL_IDLE:.1f}%), "
         f"specificity {100 * r['cv_idle_specificity']:.1f}%",
         "",
