@@ -532,3 +532,36 @@ def test_trim_silence_keeps_short_margins() -> None:
     trimmed = trim_silence(audio, rate)
     assert trimmed.size == rate + round(0.01 * rate) + round(0.04 * rate)
     assert trim_silence(np.zeros(100, np.float32), rate).size == 0
+
+
+class PreparingResponder(Responder):
+    """The default responder that records, per prepare call, the observation it came after."""
+
+    def __init__(self, frontend_ref: list[PolicyFrontend]) -> None:
+        super().__init__()
+        self.calls: list[tuple[float, int, str]] = []
+        self._ref = frontend_ref
+
+    def prepare(self, request: UserRequest) -> None:
+        obs = self._ref[0].state.last_obs
+        self.calls.append((obs.t, obs.substep, request.transcript))
+        super().prepare(request)
+
+
+def test_a_final_transcript_is_prepared_at_the_substep_it_arrives(
+    request_audio: np.ndarray,
+) -> None:
+    ref: list[PolicyFrontend] = []
+    frontend = PolicyFrontend(VadBargeIn(), substeps=5)
+    frontend.responder = PreparingResponder(ref)
+    ref.append(frontend)
+    at = 1.1  # the request ends ~3.23 s: its final (300 ms later) comes mid unit 3
+    run(frontend, place(7.0, (at, request_audio)))
+    calls = frontend.responder.calls
+    assert calls, "the request was never prepared"
+    t, substep, transcript = calls[0]
+    assert "paris" in transcript.lower()
+    # prepared at the sub-step the final came in (the VAD's 300 ms hangover after the end),
+    # not at the unit's boundary
+    _, end = speech_span(request_audio, at)
+    assert substep < 4 and end + 0.3 <= t <= end + 0.6, (t, end, substep)

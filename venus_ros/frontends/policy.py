@@ -446,7 +446,8 @@ class _Hearing:
         length: Its length in samples.
         cuts: Its sub-step cut points (:func:`~venus_ros.frontends.perception.substep_cuts`).
         audio: Its samples (the first ``filled`` are real).
-        texts_before: Final transcripts the session had when the unit began.
+        prepared: The final transcripts the responder last prepared a reply to (or had when
+            the unit began): a new final transcript is prepared at the sub-step it arrives.
         filled: Samples heard.
         done: Sub-steps taken in, observed and decided.
         acc: The frames accounted so far.
@@ -458,7 +459,7 @@ class _Hearing:
     length: int
     cuts: list[int]
     audio: np.ndarray
-    texts_before: int
+    prepared: tuple[str, ...]
     filled: int = 0
     done: int = 0
     acc: UnitAccount = field(default_factory=UnitAccount)
@@ -823,7 +824,7 @@ class PolicyFrontend(Frontend):
             length=length,
             cuts=substep_cuts(length, self.substeps),
             audio=np.zeros(length, dtype=np.float32),
-            texts_before=len(self.state.user_texts),
+            prepared=tuple(self.state.user_texts),
         )
 
     def _substep(self, hearing: _Hearing, unit_index: int) -> bool:
@@ -853,6 +854,13 @@ class PolicyFrontend(Frontend):
             self._abandon_turn(hearing.start + b)
         for part in self.session_parts:
             part.on_observation(self, obs)
+        texts = tuple(self.state.user_texts)
+        if texts and texts != hearing.prepared and self.state.turn is None:
+            # a new final transcript: the reply is generated from now, not from the boundary
+            request = self._request()  # (session parts may drop texts not said to us)
+            hearing.prepared = tuple(self.state.user_texts)
+            if request is not None:
+                self.responder.prepare(request)
         return stop
 
     def prefill(self, unit: InputUnit) -> None:
@@ -900,10 +908,6 @@ class PolicyFrontend(Frontend):
                         m.strip() for m in _BACKEND.findall(text) if m.strip()
                     )
             self._substep(hearing, unit.index)
-        if len(self.state.user_texts) > hearing.texts_before and self.state.turn is None:
-            request = self._request()
-            if request is not None:
-                self.responder.prepare(request)
         self.state.wall = hearing.wall + time.perf_counter() - started
         for part in self.session_parts:
             part.on_unit_taken_in(self, unit)
