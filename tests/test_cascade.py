@@ -133,7 +133,7 @@ def test_cascade_greets_locally_delegates_a_clean_query_and_speaks_the_reply(
 
 
 def test_overlapped_speech_the_policy_talked_through_is_not_answered(tmp_path: Path) -> None:
-    ask = espeak_16k("What can you do?", tmp_path / "ask.wav", voice="en-us+m3", wpm=160)
+    ask = espeak_16k("What time is it?", tmp_path / "ask.wav", voice="en-us+m3", wpm=160)
     aside = espeak_16k("Sam, can you grab the mail?", tmp_path / "aside.wav", voice="en-us+m3")
     audio = place(
         24.0, (0.5, 0.5 * ask / np.abs(ask).max()), (6.0, 0.4 * aside / np.abs(aside).max())
@@ -151,7 +151,7 @@ def test_overlapped_speech_the_policy_talked_through_is_not_answered(tmp_path: P
     session = run_offline(audio, RATE, frontend, clock=FakeClock(), on_delegate=harness)
     said = turns(session)
     # the aside during the reply: no answer
-    assert said == ["Let me check what I can do.", long_reply]
+    assert said == ["Let me check what time it is.", long_reply]
     assert frontend.ignored_overlaps == 1  # type: ignore[attr-defined]
     # The policy frontend without the rule answers the aside once the turn is over.
     baseline = make_frontend("never-yield", clock=FakeClock())

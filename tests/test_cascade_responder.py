@@ -404,7 +404,7 @@ def test_the_opener_is_said_once_and_never_stands_for_the_reply() -> None:
     responder = CascadeResponder(
         lambda _: False, engine=ScriptedLm(["Sure."]), capabilities=[], openers=False
     )
-    reply = responder.respond(request("What can you do?"))
+    reply = responder.respond(request("Do you like music?"))
     assert reply is not None and reply.stream.open() == ""
 
 
@@ -683,3 +683,32 @@ def test_a_question_about_the_answer_finds_the_sentence_it_is_about() -> None:
     assert conversation.focus("Where are the lockers?") == "The lockers are next to the pool."
     # nothing shared and no kind of answer asked for: the sentence that was being said
     assert conversation.focus("Hmm, what?") == "Classes run on Tuesdays and Fridays."
+
+
+def test_what_it_can_do_is_said_from_the_configured_tools(tmp_path: Path) -> None:
+    from venus_ros.frontends.cascade.responder import capability_sentence
+
+    tools = tmp_path / "tools.yaml"
+    tools.write_text(
+        "enabled: [clock, wash]\n"
+        "tools:\n"
+        "  clock: {description: 'Tells the current time (any zone). More text.'}\n"
+        "  wash: {description: 'Washes the dishes, quietly.'}\n"
+        "  off: {description: 'Flies to the moon.'}\n"
+    )
+    responder = CascadeResponder(capabilities=capabilities_from_tools(tools))
+    for asked in ("What can you do?", "So what else can you do?", "How can you help me?"):
+        name, reply = responder.fixed_phrase(asked) or ("", "")
+        assert name == "capabilities", asked
+        assert (
+            reply
+            == "I can drive to places in the house, tell the current time and wash the dishes."
+        )
+    assert responder.fixed_phrase("What can you do in the kitchen?") is None
+    quiet = CascadeResponder(capabilities=(), robot_actions=False)
+    assert quiet.fixed_phrase("what can you do")[1].startswith("I can talk with you")
+    many = capability_sentence([f"does thing {i}" for i in range(9)], robot_actions=False)
+    assert many.count(",") == 3 and many.endswith("and do a few more things.")
+    assert capability_sentence(["carries boxes", "fixes taps"], False) == (
+        "I can carry boxes and fix taps."
+    )

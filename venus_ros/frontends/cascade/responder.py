@@ -8,7 +8,8 @@ user *heard* of the assistant, cut where a turn was interrupted):
 2. with ASR on, a request with no intelligible word gets :data:`CLARIFY_PHRASE`;
 3. a bare back-channel or filler ("uh-huh", "okay", "um") is not answered at all;
 4. fixed phrases only for fixed social moves: a request that is wholly a greeting, thanks or
-   goodbye (:data:`FIXED_PHRASES`), and "say that again" (the last reply, repeated);
+   goodbye (:data:`FIXED_PHRASES`), "say that again" (the last reply, repeated) and "what can
+   you do?" (:func:`capability_sentence`: the configured tools, in the assistant's voice);
 5. a question about the turn the user just interrupted (:meth:`CascadeResponder.about_answer`)
    is answered from that turn's whole text — what was heard and what was still to come;
 6. a request the delegation router sends to the harness: an acknowledgement naming it
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from venus_ros.frontends.cascade.lm import ChatLm, Message
 
 __all__ = [
+    "CAPABILITIES",
     "CLARIFY_PHRASE",
     "FEW_SHOTS",
     "FIXED_PHRASES",
@@ -75,6 +77,7 @@ __all__ = [
     "LmConfig",
     "ReplyStream",
     "capabilities_from_tools",
+    "capability_sentence",
     "check_phrase_for",
     "clarifying_question",
     "make_lm",
@@ -104,8 +107,11 @@ class FixedPhrase:
 
 
 _NAME = r"(?: (?:there|robot|venus|again|everyone|buddy)){0,2}"
-#: The fixed phrases: greetings, thanks, goodbyes, bare stop/wait commands and "say that
-#: again". Nothing else: every other reply is generated.
+CAPABILITIES = "{capabilities}"
+"""A fixed reply that is replaced by what the assistant can do (:func:`capability_sentence`)."""
+#: The fixed phrases: greetings, thanks, goodbyes, bare stop/wait commands, "say that again"
+#: and "what can you do" (answered from the configured tools). Nothing else: every other reply
+#: is generated.
 FIXED_PHRASES: tuple[FixedPhrase, ...] = (
     FixedPhrase(
         "greeting",
@@ -136,6 +142,14 @@ FIXED_PHRASES: tuple[FixedPhrase, ...] = (
         "Sure, I'll wait.",
     ),
     FixedPhrase("no", r"no(?: no)+|no", "Sorry. What did you mean?"),
+    # What it can do: said from the configured tools (CAPABILITIES is filled in from them).
+    FixedPhrase(
+        "capabilities",
+        r"(?:so |and )?(?:what (?:else )?(?:can|could) you (?:do|help(?: me)? with)|"
+        r"what are you (?:able to do|good at|able to help(?: me)? with)|what do you do|"
+        r"how (?:can|could) you help(?: me)?|what are your (?:skills|abilities))",
+        CAPABILITIES,
+    ),
     FixedPhrase(
         "repeat",
         r"(?:can you |could you )?(?:say that again|repeat that|come again|what did you say"
@@ -760,6 +774,38 @@ def capabilities_from_tools(path: str | Path | None = None) -> tuple[str, ...]:
         return ()
 
 
+def _first_person(skill: str) -> str:
+    """A skill as the tools describe it ("tells the time") as the assistant says it ("tell
+    the time"): the leading third-person verb loses its -s (general English endings)."""
+    verb, _, rest = skill.partition(" ")
+    if re.search(r"[^aeiou]ies$", verb):
+        verb = verb[:-3] + "y"
+    elif re.search(r"(?:ss|sh|ch|x|z|o)es$", verb):
+        verb = verb[:-2]
+    elif verb.endswith("s") and not verb.endswith("ss"):
+        verb = verb[:-1]
+    return f"{verb} {rest}".strip()
+
+
+def capability_sentence(capabilities: Sequence[str], robot_actions: bool) -> str:
+    """What the assistant says it can do, in its own voice, from the configured tools
+    (:func:`capabilities_from_tools`): "I can drive to places in the house, tell the current
+    time and date and ...". Without any: that it can talk."""
+    can = ["drive to places in the house"] if robot_actions else []
+    can += [_first_person(c) for c in capabilities]
+    if not can:
+        return "I can talk with you, but no tools are set up yet."
+    more = len(can) > SPOKEN_SKILLS
+    if more:  # a spoken list is hard to follow past a handful of items
+        can = [*can[: SPOKEN_SKILLS - 1], "do a few more things"]
+    listed = can[0] if len(can) == 1 else ", ".join(can[:-1]) + " and " + can[-1]
+    return f"I can {listed}."
+
+
+SPOKEN_SKILLS = 5
+"""Most skills :func:`capability_sentence` names (the rest are "a few more things")."""
+
+
 def system_prompt(name: str, capabilities: Sequence[str], robot_actions: bool) -> str:
     """The responder model's system prompt: who it is and what it can do."""
     can = list(capabilities)
@@ -825,14 +871,17 @@ class CascadeResponder(Responder):
         self.clarify_phrase = clarify_phrase.strip()
         self.engine = engine
         self.lm = lm or LmConfig()
+        caps = capabilities_from_tools() if capabilities is None else tuple(capabilities)
+        can = capability_sentence(caps, robot_actions)
         compiled = []
         for phrase in phrases:
+            if phrase.reply == CAPABILITIES:
+                phrase = FixedPhrase(phrase.name, phrase.pattern, can)
             try:
                 compiled.append((phrase, re.compile(phrase.pattern, re.IGNORECASE)))
             except re.error as exc:
                 raise ValueError(f"fixed phrase {phrase.name!r}: bad pattern: {exc}") from exc
         self._phrases = tuple(compiled)
-        caps = capabilities_from_tools() if capabilities is None else tuple(capabilities)
         self.system = system_prompt(name, caps, robot_actions)
         self.shots = tuple(shots)
         self.name_requests = bool(name_requests)
