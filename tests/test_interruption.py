@@ -156,6 +156,21 @@ class NamedEmbedder(CountingEmbedder):
     name = "stand-in/hash"
 
 
+def test_speech_calling_someone_else_is_never_yielded_to(tmp_path: Path) -> None:
+    sub = overlapping(substep=1, substeps=SUBSTEPS, turn_overlap_s=0.6)
+    remark = replace(sub, transcript="Sam, can you grab the mail?")
+    policy = policy_with(tmp_path, 0.95)
+    assert policy.said_to_someone_else(remark)
+    assert policy.decide(remark) is FloorAction.KEEP_SPEAKING
+    # nor at a boundary, whatever the boundary model says
+    boundary = overlapping(user_text="Sam, can you grab the mail?")
+    assert policy.decide(boundary) is FloorAction.KEEP_SPEAKING
+    # calling the assistant itself is an interruption
+    called = replace(sub, transcript="Venus, stop.")
+    assert not policy.said_to_someone_else(called)
+    assert policy_with(tmp_path, 0.95).decide(called) is FloorAction.YIELD
+
+
 def test_policy_refuses_a_head_from_another_embedder(tmp_path: Path) -> None:
     path = tmp_path / "other.npz"
     TextHead(np.zeros(384), 0.0, 0.7, "some/other-embedder").save(path)

@@ -471,6 +471,8 @@ class TrainedFloorPolicy(FloorPolicy):
         interruption: The interruption head (:data:`INTERRUPTION_PATH`; a path for another,
             False for none). With it the policy asks for :data:`SUBSTEPS` observations per unit
             and stops the assistant at any of them (see below).
+        name: The assistant's name: speech over it that calls someone else by name is never
+            yielded to (:meth:`said_to_someone_else`).
         yield_threshold: Override the model's value.
         start_threshold: Override the model's value.
         yield_count: Override the model's value.
@@ -493,6 +495,7 @@ class TrainedFloorPolicy(FloorPolicy):
         text: bool = True,
         partials: bool = True,
         interruption: bool | str | Path = True,
+        name: str = "Venus",
         yield_threshold: float | None = None,
         start_threshold: float | None = None,
         yield_count: int | None = None,
@@ -539,6 +542,7 @@ class TrainedFloorPolicy(FloorPolicy):
             head_path = INTERRUPTION_PATH if interruption is True else Path(interruption)
             if head_path.is_file() or interruption is not True:
                 self.interruption = _load_head(head_path, embedder)
+        self.name = name
         #: Observations per unit this policy asks the frontend for.
         self.substeps = SUBSTEPS if self.interruption is not None else 1
         self.reset()
@@ -551,6 +555,16 @@ class TrainedFloorPolicy(FloorPolicy):
         self.user_db = PRIOR_USER_DB
         self.last_probs: tuple[float, float] = (0.0, 0.0)
         self.last_interruption: float | None = None
+
+    def said_to_someone_else(self, obs: FloorObservation) -> bool:
+        """Whether the user's words since the assistant took the floor call someone else by
+        name ("Sam, can you grab the mail?"; :func:`~venus_ros.frontends.cascade.addressee.
+        vocative`): such speech over the assistant is never yielded to."""
+        from venus_ros.frontends.cascade.addressee import vocative
+
+        text = observation_text(obs, self.features.partials)
+        called = vocative(text, self.name) if text else None
+        return called is not None and called != self.name.lower()
 
     def interrupts(self, obs: FloorObservation) -> bool:
         """Whether the speech over the assistant is an interruption by the head's reading of
@@ -574,7 +588,8 @@ class TrainedFloorPolicy(FloorPolicy):
 
     def decide(self, obs: FloorObservation) -> FloorAction:
         """The action at an observation (see the class docstring)."""
-        interrupted = self.interrupts(obs)
+        elsewhere = obs.assistant_speaking and self.said_to_someone_else(obs)
+        interrupted = not elsewhere and self.interrupts(obs)
         if not obs.is_boundary:
             if interrupted:
                 self._stopped_early = True  # the frontend stops the turn now
@@ -591,11 +606,8 @@ class TrainedFloorPolicy(FloorPolicy):
         self.last_probs = (p_yield, p_start)
         if obs.assistant_speaking:
             self._streak = self._streak + 1 if p_yield >= self.yield_threshold else 0
-            action = (
-                FloorAction.YIELD
-                if interrupted or self._streak >= self.yield_count
-                else FloorAction.KEEP_SPEAKING
-            )
+            yields = interrupted or self._streak >= self.yield_count
+            action = FloorAction.YIELD if yields and not elsewhere else FloorAction.KEEP_SPEAKING
         else:
             self._streak = 0
             action = FloorAction.KEEP_LISTENING

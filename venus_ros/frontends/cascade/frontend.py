@@ -105,7 +105,10 @@ class CascadeParts:
 
 
 def load_parts(
-    policy: str = "trained", router: str = "trained", floor_model: str | None = None
+    policy: str = "trained",
+    router: str = "trained",
+    floor_model: str | None = None,
+    name: str = "Venus",
 ) -> CascadeParts:
     """The floor policy and the delegation router, with fallbacks when the trained ones are missing.
 
@@ -115,6 +118,7 @@ def load_parts(
         router: ``"trained"`` (:class:`~venus_ros.frontends.cascade.router.DelegationRouter`)
             or ``"all"`` (:func:`~venus_ros.frontends.policy.delegate_all`).
         floor_model: The trained policy's ONNX file (None: the committed model).
+        name: The assistant's name (the trained policy talks through speech calling others).
 
     Raises:
         FrontendError: an unknown policy or router name.
@@ -125,7 +129,7 @@ def load_parts(
         try:
             from venus_ros.frontends.cascade.floor import load_floor_policy
 
-            floor = load_floor_policy(floor_model)
+            floor = load_floor_policy(floor_model, name=name)
             policy_name = "trained"
         except (ImportError, OSError, ValueError, RuntimeError) as exc:
             if floor_model is not None:  # asked for by name: no silent fallback
@@ -384,7 +388,7 @@ def build_cascade(config: CascadeConfig | None = None) -> CascadeFrontend:
         FrontendError: a part cannot be built from the config.
     """
     config = config or CascadeConfig()
-    parts = load_parts(config.policy, config.router, config.floor_model)
+    parts = load_parts(config.policy, config.router, config.floor_model, config.name)
     kwargs: dict[str, Any] = {"asr": config.asr, "aec": config.aec, "tts": config.tts}
     policy_substeps = getattr(parts.policy, "substeps", None)
     if config.substeps is not None:
