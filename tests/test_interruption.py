@@ -162,11 +162,12 @@ def test_speech_calling_someone_else_is_never_yielded_to(tmp_path: Path) -> None
     policy = policy_with(tmp_path, 0.95)
     assert policy.said_to_someone_else(remark)
     assert policy.decide(remark) is FloorAction.KEEP_SPEAKING
-    # nor at a boundary, whatever the boundary model says
-    boundary = overlapping(user_text="Sam, can you grab the mail?")
+    # nor at a boundary, whatever the boundary model says, after a backchannel too
+    boundary = overlapping(user_text="Yeah, okay. Sam, can you grab the mail?")
+    assert policy.said_to_someone_else(boundary)
     assert policy.decide(boundary) is FloorAction.KEEP_SPEAKING
     # calling the assistant itself is an interruption
-    called = replace(sub, transcript="Venus, stop.")
+    called = replace(sub, transcript="Sam, hi. Venus, stop.")
     assert not policy.said_to_someone_else(called)
     assert policy_with(tmp_path, 0.95).decide(called) is FloorAction.YIELD
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -557,14 +558,18 @@ class TrainedFloorPolicy(FloorPolicy):
         self.last_interruption: float | None = None
 
     def said_to_someone_else(self, obs: FloorObservation) -> bool:
-        """Whether the user's words since the assistant took the floor call someone else by
-        name ("Sam, can you grab the mail?"; :func:`~venus_ros.frontends.cascade.addressee.
-        vocative`): such speech over the assistant is never yielded to."""
+        """Whether the latest of the user's sentences since the assistant took the floor that
+        calls anyone by name calls someone else ("Yeah. Sam, can you grab the mail?";
+        :func:`~venus_ros.frontends.cascade.addressee.vocative`): such speech over the
+        assistant is never yielded to."""
         from venus_ros.frontends.cascade.addressee import vocative
 
         text = observation_text(obs, self.features.partials)
-        called = vocative(text, self.name) if text else None
-        return called is not None and called != self.name.lower()
+        for sentence in reversed(_SENTENCE_END.split(text)):
+            called = vocative(sentence, self.name) if sentence.strip() else None
+            if called is not None:
+                return called != self.name.lower()
+        return False
 
     def interrupts(self, obs: FloorObservation) -> bool:
         """Whether the speech over the assistant is an interruption by the head's reading of
@@ -648,6 +653,7 @@ def _load_head(path: Path, embedder: Embedder | None) -> TextHead:
 
 
 _EMBEDDER: Any = None
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def _shared_embedder(factory: Any) -> Embedder:
