@@ -474,6 +474,19 @@ def test_asr_partials_grow_and_are_rate_limited(
     assert all(b >= a - 1 for a, b in itertools.pairwise(counts)), counts
     assert all(b.audio_s > a.audio_s for a, b in itertools.pairwise(partials))
     assert wer([text], [final.text]) <= 0.3
+    # partials are read for their words, not their times (no alignment); finals are aligned
+    assert all(p.words == [] for p in partials) and len(final.words) >= 10
+    # a faster rate and an earlier start on request (the frontend's, while talked over)
+    seg.reset()
+    vad.reset()
+    ages: list[float] = []
+    for part in chunks(sc.signal[: RATE // 2 + 2 * RATE], 1600):
+        seg.feed(part, vad.process(part))
+        got = seg.partial(interval_s=0.2, min_s=0.25)
+        if got is not None and (not ages or got.audio_s != ages[-1]):
+            ages.append(got.audio_s)
+    assert len(ages) >= 5 and ages[0] <= 0.45, ages
+    assert 0.0 < seg.open_s <= 2.6
 
 
 def test_asr_base_model_joined_from_two_packages(
