@@ -168,3 +168,21 @@ def test_addressee_gate_without_a_judge_or_asr_admits_and_resets(
     gate.state.dropped = 3
     frontend.prepare()
     assert gate.state.dropped == 0
+
+
+def test_overlap_rule_keeps_an_utterance_going_on_past_the_turn_but_not_what_came_before() -> None:
+    from types import SimpleNamespace
+
+    from venus_ros.frontends.cascade.state import SessionState
+
+    rule = OverlapRule()
+    state = SessionState(action=None, mic_pos=16000, frames_end=20 * 16000.0)
+    frontend = SimpleNamespace(state=state, user_speaking=True)
+    rule.on_turn_started(frontend)  # the turn began at 1 s
+    state.play_end = 18 * 16000.0
+    rule.on_turn_finished(frontend, None)  # and played out at 18 s
+    state.user_turn_start, state.user_turn_speech = 10.5 * 16000, 40
+    state.user_texts = ["Yeah, okay."]  # a backchannel over the turn; the user talks on
+    rule.on_unit_taken_in(frontend, None)
+    assert state.user_texts == [] and state.user_turn_speech == 40
+    assert rule.state.ignored_overlaps == 1 and rule.state.finished_turn is None

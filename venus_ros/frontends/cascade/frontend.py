@@ -281,7 +281,8 @@ class OverlapRule(SessionPart):
     policy let the turn talk through (no yield), was judged not to be for the assistant (a
     back-channel, a remark to someone else, the TV). When that turn's audio has finished and
     the user is no longer speaking, it is forgotten instead of being answered as a request.
-    Speech that continues past the end of the turn, and speech the policy yielded to, is kept.
+    Speech that continues past the end of the turn, and speech the policy yielded to, is kept;
+    the finished utterances before one that continues are not (they are not merged into it).
     """
 
     def __init__(self) -> None:
@@ -311,7 +312,14 @@ class OverlapRule(SessionPart):
         self.state.finished_turn = None
         began, ended = finished
         start = session.user_turn_start
-        if start is None or not began <= start < ended or frontend.user_speaking:
+        if start is None or not began <= start < ended:
+            return
+        if frontend.user_speaking:
+            # The utterance going on past the turn is kept; what was said and finished over
+            # the turn (a backchannel, a remark) is not merged into it.
+            if session.user_texts:
+                session.user_texts = []
+                self.state.ignored_overlaps += 1
             return
         session.forget_user_turn()
         self.state.ignored_overlaps += 1
