@@ -540,13 +540,13 @@ class PolicyFrontend(Frontend):
         responder: What to say; default ``Responder(delegator)``.
         asr: Transcribe user utterances (Whisper tiny.en), for delegate queries and
             ``user_text``.
-        asr_partials: Also transcribe the utterance in progress at every step (one Whisper run
-            per second of speech); fills ``transcript``.
-        aec: Cancel the frontend's own voice from the user channel (needs ``livekit``). Turn
-            it on wherever the microphone hears the speaker (live, ``eval run --echo``); leave
-            it off for echo-free input: measured on espeak-ng speech, AEC3 given a loud
-            reference with no echo in the microphone suppresses the user's overlapping speech
-            (of 2.0 s, 0.4-1.7 s stayed voiced, and transcripts degraded).
+        asr_partials: Also transcribe the utterance in progress (at boundaries, one Whisper run
+            per second of speech; every 0.2 s while the assistant speaks); fills
+            ``transcript``.
+        aec: Cancel the frontend's own voice from the user channel
+            (:class:`~venus_ros.audio.aec.EchoCanceller`, numpy engine). Turn it on wherever the
+            microphone hears the speaker (live, ``eval run --echo``); with no echo in the
+            microphone it passes the user through nearly unchanged.
         tts: TTS engine name for :func:`venus_ros.audio.tts.make_tts`.
         vad_threshold: Frame probability at or above which the user is speaking.
         substeps: Observations per unit (>= 1); see :class:`FloorObservation`.
