@@ -11,6 +11,11 @@ short history of earlier boundaries) into one feature vector and runs a two-laye
   speaking when ``p_start >= start_threshold``); a mid-sentence pause, a backchannel or
   background talk should keep it low.
 
+Between boundaries (5 sub-steps per unit) an interruption head reads the partial transcript of
+speech over the assistant and stops it at once when it is confident (``models/
+interruption.npz``, :mod:`venus_ros.training.interruption`; see :class:`TrainedFloorPolicy`).
+Speech over the assistant that calls someone else by name is never yielded to.
+
 Features (:func:`acoustic_features`, :data:`ACOUSTIC_FEATURES` names them): the floor state
 (speaking, scheduled turn, turn progress and remaining audio, overlap so far), per-unit Silero
 VAD statistics of the user channel (echo-cancelled when AEC is on), frame energies (dBFS),
@@ -442,8 +447,9 @@ def build_onnx(model: FloorModel) -> onnx.ModelProto:
 class TrainedFloorPolicy(FloorPolicy):
     """The floor policy of the cascade frontend: an ONNX perceptron over :class:`FloorFeatures`.
 
-    Decides at boundaries only (sub-step observations are answered with the current state's
-    keep action and do not change the state). Rules around the model: with nothing to answer
+    The model decides at boundaries; between them only the interruption head can stop the
+    assistant (below), and sub-step observations do not change the feature state. Rules around
+    the model: with nothing to answer
     (no user speech since the assistant last spoke and no backend reply) it never starts; a
     waiting backend reply is spoken after :data:`BACKEND_SILENCE_S` of silence; the model takes
     the turn only after :data:`MIN_START_SILENCE_S` of silence (never over the user); speech the
