@@ -285,7 +285,7 @@ def test_committed_head_reads_requests_as_addressed() -> None:
 
 def test_training_data_is_training_material_only() -> None:
     from venus_ros.training.addressee import (
-        _asr_form,
+        asr_form,
         evaluation_names,
         evaluation_phrases,
         training_texts,
@@ -295,7 +295,7 @@ def test_training_data_is_training_material_only() -> None:
     assert labels.any() and not labels.all() and len(groups) == len(texts)
     held_out = evaluation_phrases()
     assert len(held_out) > 100
-    assert not {_asr_form(t) for t in texts} & held_out
+    assert not {asr_form(t) for t in texts} & held_out
     names = evaluation_names()
     assert names and not {w for t in texts for w in re.findall(r"[a-z]+", t.lower())} & names
 

@@ -47,12 +47,13 @@ from venus_ros.frontends.cascade.addressee import (
     STATEMENT_KEY,
     reads_aside,
 )
-from venus_ros.frontends.cascade.router import lexical_features
-from venus_ros.frontends.cascade.texthead import TextHead
+from venus_ros.frontends.cascade.texthead import TextHead, head_features
 from venus_ros.training.router import (
     TextEmbedder,
     calibrate_threshold,
     fit_logistic,
+    grouped_folds,
+    held_out_scores,
     load_corpus,
     metrics,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "MIN_RECALL",
     "MIN_RECALL_IDLE",
     "MISHEARD_WORDS",
+    "asr_form",
     "calibrate_statement_threshold",
     "evaluation_names",
     "evaluation_phrases",
@@ -390,14 +392,14 @@ MISHEARD_WORDS: tuple[str, ...] = tuple(
 )
 
 
-def _asr_form(text: str) -> str:
+def asr_form(text: str) -> str:
     """``text`` as a recogniser may write it: lower case, no punctuation."""
     return " ".join(re.findall(r"[a-z0-9']+", text.lower()))
 
 
 def evaluation_phrases() -> frozenset[str]:
     """Every phrase of the evaluation part (:mod:`venus_ros.eval.phrases_eval`, vocatives with
-    every name), in :func:`_asr_form`: never trained on (the router corpus shares a few
+    every name), in :func:`asr_form`: never trained on (the router corpus shares a few
     short ones, such as "fair enough", which are left out here)."""
     from venus_ros.eval import phrases_eval
 
@@ -409,10 +411,10 @@ def evaluation_phrases() -> frozenset[str]:
         for item in bank:
             parts = item if isinstance(item, tuple) else (item,)
             strings = [p for p in parts if isinstance(p, str)]
-            found.update(_asr_form(p) for p in strings)
-            found.add(_asr_form(" ".join(strings)))
+            found.update(asr_form(p) for p in strings)
+            found.add(asr_form(" ".join(strings)))
     for template in phrases_eval.VOCATIVES:
-        found.update(_asr_form(template.format(name=n)) for n in phrases_eval.OTHER_NAMES)
+        found.update(asr_form(template.format(name=n)) for n in phrases_eval.OTHER_NAMES)
     return frozenset(found)
 
 
@@ -438,7 +440,7 @@ def evaluation_names() -> frozenset[str]:
 def training_texts() -> tuple[list[str], np.ndarray, np.ndarray]:
     """The training texts, their labels (True: addressed) and phrase groups.
 
-    Each phrase comes twice (as written and in :func:`_asr_form`); both share a group, and
+    Each phrase comes twice (as written and in :func:`asr_form`); both share a group, and
     the vocative templates share one group over all names and their garbled forms (these are
     kept as written only: without the comma they read as a request). A text that is also an
     evaluation phrase (:func:`evaluation_phrases`), or a name of the evaluation part, is left
@@ -480,26 +482,14 @@ def training_texts() -> tuple[list[str], np.ndarray, np.ndarray]:
     labels: list[bool] = []
     groups: list[int] = []
     for group, (variants, label, as_written) in enumerate(phrases):
-        kept = [t for t in variants if _asr_form(t) not in held_out]
-        forms = [v for t in kept for v in (t, _asr_form(t))]
-        forms += [t for t in as_written if _asr_form(t) not in held_out]
+        kept = [t for t in variants if asr_form(t) not in held_out]
+        forms = [v for t in kept for v in (t, asr_form(t))]
+        forms += [t for t in as_written if asr_form(t) not in held_out]
         for text in dict.fromkeys(forms):
             texts.append(text)
             labels.append(label)
             groups.append(group)
     return texts, np.array(labels), np.array(groups)
-
-
-def _folds(labels: np.ndarray, groups: np.ndarray, seed: int) -> np.ndarray:
-    """Fold of every text: whole groups dealt round robin per label after a seeded shuffle."""
-    fold = np.zeros(len(groups), dtype=int)
-    rng = np.random.default_rng(seed)
-    for label in (True, False):
-        ids = np.unique(groups[labels == label])
-        rng.shuffle(ids)
-        for position, group in enumerate(ids):
-            fold[groups == group] = position % FOLDS
-    return fold
 
 
 def calibrate_statement_threshold(
@@ -539,18 +529,8 @@ def train_addressee(
 
         embedder = Embedder()
     texts, y, groups = training_texts()
-    x = np.hstack(
-        [
-            np.asarray(embedder.embed(texts), dtype=np.float64),
-            lexical_features(texts, LEXICAL_DIMS, LEXICAL_SCALE),
-        ]
-    )
-    fold = _folds(y, groups, seed)
-    held_out = np.zeros(len(texts))
-    for k in range(FOLDS):
-        test = fold == k
-        coef, intercept = fit_logistic(x[~test], y[~test], L2)
-        held_out[test] = 0.5 * (1.0 + np.tanh(0.5 * (x[test] @ coef + intercept)))
+    x = head_features(embedder.embed(texts), texts, LEXICAL_DIMS, LEXICAL_SCALE)
+    held_out = held_out_scores(x, y, grouped_folds(y, groups, seed, FOLDS), L2)
     threshold = calibrate_threshold(held_out, y, MIN_RECALL)
     cv = metrics(held_out, y, threshold)
     statement, cv_idle = calibrate_statement_threshold(texts, held_out, y, threshold)

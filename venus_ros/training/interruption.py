@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import time
 import zlib
 from collections.abc import Mapping, Sequence
@@ -54,10 +53,9 @@ from typing import Any
 import numpy as np
 
 from venus_ros.frontends.cascade.floor import INTERRUPTION_PATH
-from venus_ros.frontends.cascade.router import lexical_features
-from venus_ros.frontends.cascade.texthead import TextHead
-from venus_ros.training.addressee import EXTRA_NOT_ADDRESSED, evaluation_phrases
-from venus_ros.training.router import TextEmbedder, fit_logistic
+from venus_ros.frontends.cascade.texthead import TextHead, head_features
+from venus_ros.training.addressee import EXTRA_NOT_ADDRESSED, asr_form, evaluation_phrases
+from venus_ros.training.router import TextEmbedder, fit_logistic, grouped_folds, held_out_scores
 
 __all__ = [
     "EXTRA_INTERRUPTIONS",
@@ -181,10 +179,6 @@ class Row:
     prefix_s: float
 
 
-def _asr_form(text: str) -> str:
-    return " ".join(re.findall(r"[a-z0-9']+", text.lower()))
-
-
 def training_phrases() -> list[Phrase]:
     """The training phrases (see the module docstring), evaluation phrases left out."""
     from venus_ros.eval.synth import FAMILIES
@@ -206,7 +200,7 @@ def training_phrases() -> list[Phrase]:
     for kind, bank in banks:
         for item in bank:
             variants = [item] if isinstance(item, str) else list(item)
-            kept = [t for t in variants if _asr_form(t) not in held_out]
+            kept = [t for t in variants if asr_form(t) not in held_out]
             phrases += [Phrase(t, kind, group) for t in kept]
             group += 1
     return phrases
@@ -321,7 +315,7 @@ def _word_prefix_rows(phrases: Sequence[Phrase]) -> list[Row]:
     """Every word prefix of every phrase in recogniser form (sample -1: fitting only)."""
     rows: list[Row] = []
     for phrase in phrases:
-        words = _asr_form(phrase.text).split()
+        words = asr_form(phrase.text).split()
         for k in range(1, min(len(words), 6) + 1):
             rows.append(Row(" ".join(words[:k]), phrase.kind, phrase.group, -1, 0.0))
     return rows
@@ -362,15 +356,6 @@ def _fire_rates(
         if samples:
             rates[kind] = sum(np.isfinite(first[s]) for s in samples) / len(samples)
     return rates
-
-
-def _features(embedder: TextEmbedder, texts: Sequence[str]) -> np.ndarray:
-    return np.hstack(
-        [
-            np.asarray(embedder.embed(list(texts)), dtype=np.float64),
-            lexical_features(list(texts), LEXICAL_DIMS, LEXICAL_SCALE),
-        ]
-    )
 
 
 def train_interruption(
@@ -423,21 +408,10 @@ def train_interruption(
 
         embedder = Embedder()
     texts = [r.text for r in fit_rows]
-    x = _features(embedder, texts)
+    x = head_features(embedder.embed(texts), texts, LEXICAL_DIMS, LEXICAL_SCALE)
     y = np.array([r.kind == "interruption" for r in fit_rows])
     groups = np.array([r.group for r in fit_rows])
-    rng = np.random.default_rng(seed)
-    fold_of: dict[int, int] = {}
-    for label in (True, False):
-        ids = np.unique(groups[y == label])
-        rng.shuffle(ids)
-        fold_of.update({int(g): i % FOLDS for i, g in enumerate(ids)})
-    fold = np.array([fold_of[int(g)] for g in groups])
-    held_out = np.zeros(len(fit_rows))
-    for k in range(FOLDS):
-        test = fold == k
-        coef, intercept = fit_logistic(x[~test], y[~test], L2)
-        held_out[test] = 0.5 * (1.0 + np.tanh(0.5 * (x[test] @ coef + intercept)))
+    held_out = held_out_scores(x, y, grouped_folds(y, groups, seed, FOLDS), L2)
     threshold, rates = choose_threshold(held_out, fit_rows)
     first = _sample_fires(held_out, fit_rows, threshold)
     caught = [

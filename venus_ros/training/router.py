@@ -48,6 +48,8 @@ __all__ = [
     "TextEmbedder",
     "calibrate_threshold",
     "fit_logistic",
+    "grouped_folds",
+    "held_out_scores",
     "load_corpus",
     "main",
     "metrics",
@@ -297,6 +299,38 @@ def _fit_split(
 
 def _sigmoid(z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+def grouped_folds(
+    labels: npt.ArrayLike, groups: npt.ArrayLike, seed: int, folds: int
+) -> npt.NDArray[np.int_]:
+    """Fold of every sample: whole groups dealt round robin per label after a seeded shuffle
+    (every variant of a phrase lands in one fold)."""
+    y = np.asarray(labels, dtype=bool)
+    g = np.asarray(groups)
+    fold = np.zeros(len(g), dtype=int)
+    rng = np.random.default_rng(seed)
+    for label in (True, False):
+        ids = np.unique(g[y == label])
+        rng.shuffle(ids)
+        for position, group in enumerate(ids):
+            fold[g == group] = position % folds
+    return fold
+
+
+def held_out_scores(
+    features: npt.NDArray[np.float64],
+    labels: npt.NDArray[np.bool_],
+    fold: npt.NDArray[np.int_],
+    l2: float,
+) -> npt.NDArray[np.float64]:
+    """Out-of-fold probabilities: each fold scored by :func:`fit_logistic` on the others."""
+    out = np.zeros(len(labels))
+    for k in np.unique(fold):
+        test = fold == k
+        coef, intercept = fit_logistic(features[~test], labels[~test], l2)
+        out[test] = _sigmoid(features[test] @ coef + intercept)
+    return out
 
 
 def train_router(

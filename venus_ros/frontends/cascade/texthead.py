@@ -17,7 +17,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["TextHead"]
+__all__ = ["TextHead", "head_features"]
+
+
+def head_features(
+    embeddings: npt.ArrayLike, texts: Sequence[str], lexical_dims: int, lexical_scale: float
+) -> npt.NDArray[np.float64]:
+    """A head's input: sentence embeddings next to the texts' hashed words and word pairs
+    (:func:`~venus_ros.frontends.cascade.router.lexical_features`; none when ``lexical_dims``
+    is 0). Training and :meth:`TextHead.features` both build it here."""
+    x = np.asarray(embeddings, dtype=np.float64)
+    if not lexical_dims:
+        return x
+    from venus_ros.frontends.cascade.router import lexical_features
+
+    return np.hstack([x, lexical_features(list(texts), lexical_dims, lexical_scale)])
 
 
 class TextHead:
@@ -66,12 +80,7 @@ class TextHead:
             raise ValueError(
                 f"text head: expected [{len(texts)}, {self.dim}] embeddings, got {x.shape}"
             )
-        if not self.lexical_dims:
-            return x
-        from venus_ros.frontends.cascade.router import lexical_features
-
-        lexical = lexical_features(list(texts), self.lexical_dims, self.lexical_scale)
-        return np.hstack([x, lexical])
+        return head_features(x, texts, self.lexical_dims, self.lexical_scale)
 
     def scores(self, embeddings: npt.ArrayLike, texts: Sequence[str]) -> npt.NDArray[np.float64]:
         """Probabilities of the positive class, one per text (``embeddings``: theirs)."""
