@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["STOP_WORDS", "content_words", "lead_in", "request_phrase"]
+__all__ = ["STOP_WORDS", "base_form", "content_words", "lead_in", "request_phrase"]
 
 #: Function words: what is left of a text without them are its content words.
 STOP_WORDS = frozenset(
@@ -79,6 +79,18 @@ def _third_singular(verb: str) -> str:
     if len(verb) > 2 and verb.endswith("y") and verb[-2] not in "aeiou":
         return verb[:-1] + "ies"
     return verb + "s"
+
+
+def base_form(verb: str) -> str:
+    """A third-person verb without its -s ("tells" -> "tell", "carries" -> "carry", "fixes" ->
+    "fix"): general English endings, the inverse of the third singular used here."""
+    if re.search(r"[^aeiou]ies$", verb):
+        return verb[:-3] + "y"
+    if re.search(r"(?:ss|sh|ch|x|z|o)es$", verb):
+        return verb[:-2]
+    if verb.endswith("s") and not verb.endswith("ss"):
+        return verb[:-1]
+    return verb
 
 
 _IRREGULAR_PAST = dict(

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -569,10 +568,11 @@ class TrainedFloorPolicy(FloorPolicy):
         :func:`~venus_ros.frontends.cascade.addressee.vocative`): such speech over the
         assistant is never yielded to."""
         from venus_ros.frontends.cascade.addressee import vocative
+        from venus_ros.text.speech import split_sentences
 
         text = observation_text(obs, self.features.partials)
-        for sentence in reversed(_SENTENCE_END.split(text)):
-            called = vocative(sentence, self.name) if sentence.strip() else None
+        for sentence in reversed(split_sentences(text) if text else []):
+            called = vocative(sentence, self.name)
             if called is not None:
                 return called != self.name.lower()
         return False
@@ -659,7 +659,6 @@ def _load_head(path: Path, embedder: Embedder | None) -> TextHead:
 
 
 _EMBEDDER: Any = None
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def _shared_embedder(factory: Any) -> Embedder:

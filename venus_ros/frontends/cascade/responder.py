@@ -61,7 +61,7 @@ from venus_ros.frontends.policy import (
     speakable,
 )
 from venus_ros.text.repair import is_filler_only
-from venus_ros.text.requests import content_words, lead_in, request_phrase
+from venus_ros.text.requests import base_form, content_words, lead_in, request_phrase
 
 if TYPE_CHECKING:
     from venus_ros.frontends.cascade.lm import ChatLm, Message
@@ -774,25 +774,14 @@ def capabilities_from_tools(path: str | Path | None = None) -> tuple[str, ...]:
         return ()
 
 
-def _first_person(skill: str) -> str:
-    """A skill as the tools describe it ("tells the time") as the assistant says it ("tell
-    the time"): the leading third-person verb loses its -s (general English endings)."""
-    verb, _, rest = skill.partition(" ")
-    if re.search(r"[^aeiou]ies$", verb):
-        verb = verb[:-3] + "y"
-    elif re.search(r"(?:ss|sh|ch|x|z|o)es$", verb):
-        verb = verb[:-2]
-    elif verb.endswith("s") and not verb.endswith("ss"):
-        verb = verb[:-1]
-    return f"{verb} {rest}".strip()
-
-
 def capability_sentence(capabilities: Sequence[str], robot_actions: bool) -> str:
     """What the assistant says it can do, in its own voice, from the configured tools
     (:func:`capabilities_from_tools`): "I can drive to places in the house, tell the current
     time and date and ...". Without any: that it can talk."""
     can = ["drive to places in the house"] if robot_actions else []
-    can += [_first_person(c) for c in capabilities]
+    for skill in capabilities:  # "tells the time" -> "tell the time"
+        verb, _, rest = skill.partition(" ")
+        can.append(f"{base_form(verb)} {rest}".strip())
     if not can:
         return "I can talk with you, but no tools are set up yet."
     more = len(can) > SPOKEN_SKILLS
