@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["STOP_WORDS", "base_form", "content_words", "lead_in", "request_phrase"]
+__all__ = ["STOP_WORDS", "SUBJECT_WORDS", "base_form", "content_words", "lead_in", "request_phrase"]
 
 #: Function words: what is left of a text without them are its content words.
 STOP_WORDS = frozenset(
@@ -30,7 +30,8 @@ _AUX = frozenset(
     "is are was were am can could will would shall should do does did has have had may might "
     "must".split()
 )
-_SUBJECTS = frozenset("i you we they he she it that this there these those".split())
+#: Words that can be the subject opening a statement ("I can't ...", "it's ...", "there is ...").
+SUBJECT_WORDS = frozenset("i you we they he she it that this there these those".split())
 _SECOND_PERSON = {
     "i": "you", "me": "you", "my": "your", "mine": "yours", "myself": "yourself",
     "i'm": "you're", "i've": "you've", "i'll": "you'll", "i'd": "you'd", "am": "are",
@@ -129,7 +130,7 @@ def _embed(tokens: list[str]) -> list[str]:
         head, rest = tokens[:k], tokens[k:]
     else:
         return tokens
-    if len(rest) < 2 or rest[1] not in _SUBJECTS:
+    if len(rest) < 2 or rest[1] not in SUBJECT_WORDS:
         return tokens
     aux, subject, tail = rest[0], rest[1], rest[2:]
     if aux in ("do", "does", "did"):
@@ -188,7 +189,7 @@ def request_phrase(request: str, max_words: int = 12) -> tuple[str, bool]:
     for i, word in enumerate(words):
         swapped = _SECOND_PERSON.get(word, cased.get(word, word))
         if word == "you" and i > 0 and words[i - 1] in _OBJECT_CONTEXT:
-            swapped = "you" if words[i - 1] in _SUBJECTS else "me"
+            swapped = "you" if words[i - 1] in SUBJECT_WORDS else "me"
         if word == "are" and i > 0 and words[i - 1] == "you":
             swapped = "am"  # "you are" -> "I am"
         if word in ("was", "were") and i > 0 and words[i - 1] in ("i", "you"):

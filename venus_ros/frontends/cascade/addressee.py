@@ -61,6 +61,7 @@ import numpy as np
 import numpy.typing as npt
 
 from venus_ros.frontends.cascade.texthead import TextHead
+from venus_ros.text.requests import SUBJECT_WORDS
 
 if TYPE_CHECKING:
     from venus_ros.frontends.cascade.embed import Embedder
@@ -257,8 +258,6 @@ _PHRASE_STARTS = frozenset(
 )
 #: Subject pronouns: a clause with one says something of its own.
 _SUBJECTS = frozenset("i you he she we they".split())
-#: Pronouns that open a statement ("I can't find ...", "it's starting to ...").
-_PRONOUNS = frozenset("i you he she we they it that this there these those".split())
 #: Words that open a sentence without telling its mood; skipped before :func:`asks` looks.
 _LEAD_INS = frozenset(
     """okay ok alright right well so now then yes yeah yep yup no nope nah sure oh ah aha uh um
@@ -358,7 +357,7 @@ def asks(text: str) -> bool:
             continue  # "let me sit down": the speaker's own intent ("let me know": a request)
         if words[0] in _QUESTION_WORDS or words[0] in _REQUEST_VERBS:
             return True
-        if words[0].split("'")[0] not in _PRONOUNS and _REQUEST_VERBS.intersection(words[1:4]):
+        if words[0].split("'")[0] not in SUBJECT_WORDS and _REQUEST_VERBS.intersection(words[1:4]):
             return True  # a request whose first words were misheard ("and comment, send ...")
         if any(" ".join(words[:4]).startswith(w) for w in _WANTS):
             return True
