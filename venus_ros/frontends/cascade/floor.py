@@ -561,6 +561,7 @@ class TrainedFloorPolicy(FloorPolicy):
         self.user_db = PRIOR_USER_DB
         self.last_probs: tuple[float, float] = (0.0, 0.0)
         self.last_interruption: float | None = None
+        self._scored: tuple[str, float] | None = None
 
     def said_to_someone_else(self, obs: FloorObservation) -> bool:
         """Whether the latest of the user's sentences since the assistant took the floor that
@@ -587,9 +588,12 @@ class TrainedFloorPolicy(FloorPolicy):
             return False
         if obs.user_speech_s > 0 and obs.user_speech_db < self.user_db - INTERRUPT_QUIET_DB:
             return False
-        score = float(self.interruption.scores(self.features.embed(text)[None, :], [text])[0])
-        self.last_interruption = score
-        return score >= self.interruption.threshold
+        if self._scored is None or self._scored[0] != text:
+            # a partial is kept between recognitions: score each text once, not per sub-step
+            embedding = self.features.embed(text)[None, :]
+            self._scored = (text, float(self.interruption.scores(embedding, [text])[0]))
+        self.last_interruption = self._scored[1]
+        return self._scored[1] >= self.interruption.threshold
 
     def probabilities(self, obs: FloorObservation) -> tuple[float, float]:
         """``(p_yield, p_start)`` for an observation, given the current state."""
