@@ -774,6 +774,10 @@ def capabilities_from_tools(path: str | Path | None = None) -> tuple[str, ...]:
         return ()
 
 
+SPOKEN_SKILLS = 5
+"""Most skills :func:`capability_sentence` names (the rest are "a few more things")."""
+
+
 def capability_sentence(capabilities: Sequence[str], robot_actions: bool) -> str:
     """What the assistant says it can do, in its own voice, from the configured tools
     (:func:`capabilities_from_tools`): "I can drive to places in the house, tell the current
@@ -784,15 +788,10 @@ def capability_sentence(capabilities: Sequence[str], robot_actions: bool) -> str
         can.append(f"{base_form(verb)} {rest}".strip())
     if not can:
         return "I can talk with you, but no tools are set up yet."
-    more = len(can) > SPOKEN_SKILLS
-    if more:  # a spoken list is hard to follow past a handful of items
+    if len(can) > SPOKEN_SKILLS:  # a spoken list is hard to follow past a handful of items
         can = [*can[: SPOKEN_SKILLS - 1], "do a few more things"]
     listed = can[0] if len(can) == 1 else ", ".join(can[:-1]) + " and " + can[-1]
     return f"I can {listed}."
-
-
-SPOKEN_SKILLS = 5
-"""Most skills :func:`capability_sentence` names (the rest are "a few more things")."""
 
 
 def system_prompt(name: str, capabilities: Sequence[str], robot_actions: bool) -> str:
