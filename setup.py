@@ -71,6 +71,7 @@ setup(
         "test": [
             "pytest>=8",
             "hypothesis>=6.100",
+            "jiwer>=3.0",  # word error rates (tests/test_vad_asr.py, scripts/aec_measure.py)
             "ruff>=0.6",
             # The venus frontend's CPU stand-in checkpoint (tests, `bench gpu --tiny`). torch is
             # pinned: 2.13.0 is a local CPU build (~20 s); an unpinned torch pulls CUDA (GBs).

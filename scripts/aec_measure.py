@@ -27,6 +27,8 @@ output (aligned for its latency) is compared with the clean user channel:
 Usage::
 
     python scripts/aec_measure.py --scenarios /tmp/tr --condition eval --asr --json out.json
+
+Needs the ``test`` extra (jiwer), which ``./dev.sh`` installs.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import sys
 import time
 from pathlib import Path
 
+import jiwer
 import numpy as np
 import soxr
 
@@ -72,12 +75,11 @@ def _words(text: str) -> list[str]:
 
 
 def _edits(ref: list[str], hyp: list[str]) -> int:
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, row[0] = row[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
-    return row[-1]
+    """Word edits (substitutions + deletions + insertions) from ``ref`` to ``hyp`` (jiwer)."""
+    if not ref:
+        return len(hyp)
+    out = jiwer.process_words(" ".join(ref), " ".join(hyp))
+    return out.substitutions + out.deletions + out.insertions
 
 
 def _room(seed: int) -> np.ndarray:

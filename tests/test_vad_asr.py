@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jiwer
 import numpy as np
 import psutil
 import pytest
@@ -103,19 +104,11 @@ def normalise(text: str) -> list[str]:
     return re.sub(r"[^a-z0-9' ]+", " ", text).split()
 
 
-def edit_distance(ref: list[str], hyp: list[str]) -> int:
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        diag, row[0] = row[0], i
-        for j, h in enumerate(hyp, 1):
-            diag, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diag + (r != h))
-    return row[-1]
-
-
 def wer(refs: list[str], hyps: list[str]) -> float:
-    """Word error rate: edit distance over normalised words, summed over the set."""
-    errors = sum(edit_distance(normalise(r), normalise(h)) for r, h in zip(refs, hyps, strict=True))
-    return errors / max(1, sum(len(normalise(r)) for r in refs))
+    """Word error rate (jiwer) over normalised words, summed over the set."""
+    return float(
+        jiwer.wer([" ".join(normalise(r)) for r in refs], [" ".join(normalise(h)) for h in hyps])
+    )
 
 
 def test_wer_counts_substitutions_insertions_and_deletions() -> None:
