@@ -447,7 +447,9 @@ class TrainedFloorPolicy(FloorPolicy):
     """The floor policy of the cascade frontend: an ONNX perceptron over :class:`FloorFeatures`.
 
     The model decides at boundaries; between them only the interruption head can stop the
-    assistant (below), and sub-step observations do not change the feature state. Rules around
+    assistant (below), and the turn is taken by the same rules as at a boundary once a final
+    transcript is in (the frontend may start speaking there); sub-step observations do not
+    change the feature state. Rules around
     the model: with nothing to answer
     (no user speech since the assistant last spoke and no backend reply) it never starts; a
     waiting backend reply is spoken after :data:`BACKEND_SILENCE_S` of silence; the model takes
@@ -609,8 +611,14 @@ class TrainedFloorPolicy(FloorPolicy):
             if interrupted:
                 self._stopped_early = True  # the frontend stops the turn now
                 return FloorAction.YIELD
-            speaking = obs.assistant_speaking
-            return FloorAction.KEEP_SPEAKING if speaking else FloorAction.KEEP_LISTENING
+            if obs.assistant_speaking:
+                return FloorAction.KEEP_SPEAKING
+            # A turn may start between boundaries once a final transcript is in: the model
+            # is asked on the unit so far, and its state moves on only at the boundary.
+            if obs.user_text and obs.trailing_silence_s >= MIN_START_SILENCE_S:
+                if self._starts(obs, self.probabilities(obs)[1]):
+                    return FloorAction.START_SPEAKING
+            return FloorAction.KEEP_LISTENING
         if self._stopped_early and not obs.assistant_speaking:
             # The turn ended mid-unit by our yield: the features see it as a boundary's yield.
             self.features.state.was_speaking = self.features.state.yielded = True
@@ -625,22 +633,23 @@ class TrainedFloorPolicy(FloorPolicy):
             action = FloorAction.YIELD if yields and not elsewhere else FloorAction.KEEP_SPEAKING
         else:
             self._streak = 0
-            action = FloorAction.KEEP_LISTENING
-            if obs.backend_pending > 0 and obs.trailing_silence_s >= BACKEND_SILENCE_S:
-                action = FloorAction.START_SPEAKING
-            elif obs.user_turn_speech_s > 0 and (
-                (p_start >= self.start_threshold and obs.trailing_silence_s >= MIN_START_SILENCE_S)
-                or (
-                    _after_yield(obs, self.features.state)
-                    and obs.trailing_silence_s >= AFTER_YIELD_SILENCE_S
-                )
-                or obs.trailing_silence_s >= UNANSWERED_SILENCE_S
-            ):
-                action = FloorAction.START_SPEAKING
+            starts = self._starts(obs, p_start)
+            action = FloorAction.START_SPEAKING if starts else FloorAction.KEEP_LISTENING
         self.features.advance(obs, action)
         if action is FloorAction.YIELD:
             self._streak = 0
         return action
+
+    def _starts(self, obs: FloorObservation, p_start: float) -> bool:
+        """Whether to take the turn while listening (see the class docstring's rules)."""
+        silence = obs.trailing_silence_s
+        if obs.backend_pending > 0 and silence >= BACKEND_SILENCE_S:
+            return True
+        return obs.user_turn_speech_s > 0 and (
+            (p_start >= self.start_threshold and silence >= MIN_START_SILENCE_S)
+            or (_after_yield(obs, self.features.state) and silence >= AFTER_YIELD_SILENCE_S)
+            or silence >= UNANSWERED_SILENCE_S
+        )
 
 
 def _load_head(path: Path, embedder: Embedder | None) -> TextHead:
