@@ -356,6 +356,12 @@ class Responder:
         """A final transcript arrived while listening: a responder may start working on its
         reply before the turn is taken. The default does nothing."""
 
+    def ready(self, request: UserRequest) -> bool:
+        """Whether the response to ``request`` can be voiced at once, without waiting for it
+        to be worked out (a turn taken between boundaries waits until it is). The default's
+        responses are always ready."""
+        return True
+
     def respond(self, request: UserRequest | None, backend: str | None = None) -> Response | None:
         """The response to a backend reply or a user request; None if there is neither."""
         if backend is not None:

@@ -609,6 +609,12 @@ class ReplyStream:
             self._cond.notify_all()
         return "" if gave else self.fallback
 
+    def has_phrase(self) -> bool:
+        """Whether :meth:`take` would hand something out now without waiting (a finished
+        phrase, or the end of generation: its text or the fallback)."""
+        with self._cond:
+            return self._done or self._ready() > self._taken
+
     def pending(self) -> str:
         """The speakable text generated but not yet taken (what was about to be said)."""
         with self._cond:
@@ -995,6 +1001,15 @@ class CascadeResponder(Responder):
         if self.engine is not None and transcript:
             return "generated", ""
         return "ack", ""
+
+    def ready(self, request: UserRequest) -> bool:
+        """Whether the reply to ``request`` can be voiced at once: anything but a generated
+        reply, or one whose reply stream (started by :meth:`prepare`) has its first phrase."""
+        transcript = " ".join(request.transcript.split())
+        stream = self._stream
+        if stream is not None and stream.key == transcript:
+            return stream.has_phrase()
+        return self._intent(request, transcript)[0] != "generated"
 
     def respond(self, request: UserRequest | None, backend: str | None = None) -> Response | None:
         """The response to a backend reply or a user request; None when there is none to give."""
