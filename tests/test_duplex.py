@@ -585,12 +585,16 @@ class HearingFrontend(ListFrontend):
         stops: Sequence[tuple[int, int]] = (),
         hear_compute: float = 0.0,
         fails: Sequence[int] = (),
+        starts: dict[tuple[int, int], object] | None = None,
     ) -> None:
         super().__init__(outputs, clock)
         self.stops = set(stops)
         self.fails = set(fails)
         self.hear_compute = hear_compute
         self.pieces: list[PartialUnit] = []
+        self.starts = dict(starts or {})  # (unit, offset) -> what speak_now gives (or raises)
+        self.asked: list[tuple[int, int]] = []
+        self._start: object = None
 
     def hear(self, piece: PartialUnit) -> bool:
         self.pieces.append(piece)
@@ -599,7 +603,18 @@ class HearingFrontend(ListFrontend):
         hit = any(u == piece.index and piece.offset < o <= piece.end for u, o in self.stops)
         if hit and piece.index in self.fails:
             raise Boom("hearing failed")
+        self._start = next(
+            (out for (u, o), out in self.starts.items() if u == piece.index and o == piece.end),
+            None,
+        )
         return hit
+
+    def speak_now(self) -> UnitOutput | None:
+        self.asked.append((self.pieces[-1].index, self.pieces[-1].end))
+        start, self._start = self._start, None
+        if isinstance(start, Exception):
+            raise start
+        return start  # type: ignore[return-value]
 
 
 class HearingRig(Rig):
@@ -611,6 +626,7 @@ class HearingRig(Rig):
         self.loop = DuplexLoop(self.frontend, self.timeline, self.clock)
         self.piece = piece
         self.stopped: list[tuple[int, int]] = []
+        self.started: list[UnitResult] = []
 
     def step(self, texts: tuple[str, ...] = ()) -> UnitResult:
         index = len(self.results)
@@ -621,7 +637,14 @@ class HearingRig(Rig):
             piece = PartialUnit(index, index * UNIT, UNIT, offset, audio)
             if self.loop.hear(piece):
                 self.stopped.append((index, piece.end))
+            if (began := self.loop.speak_now(piece)) is not None:
+                self.started.append(began)
         return super().step(texts)
+
+    def spoken(self) -> str:
+        early = {r.index: r.speech.text for r in self.started if r.speech is not None}
+        late = {r.index: r.speech.text for r in self.results if r.speech is not None}
+        return "".join(text for _, text in sorted([*early.items(), *late.items()]))
 
 
 def test_a_stop_heard_mid_unit_flushes_early_and_the_boundary_ends_the_turn() -> None:
@@ -681,3 +704,68 @@ def test_a_frontend_that_does_not_hear_is_given_nothing_between_boundaries() -> 
     assert rig.loop.hear(piece) is False
     rig.run()
     assert rig.records(Kind.FLUSH)[0].payload == {"unit": 1, "turn": 1}
+
+
+# ---------------------------------------------------------------------------- early starts
+
+
+def test_a_turn_started_mid_unit_goes_out_as_the_last_boundarys_speech_and_goes_on() -> None:
+    rig = HearingRig(
+        [LISTEN, speak("there.", eot=True), LISTEN], starts={(1, 6400): speak("Hello ")}
+    )
+    rig.run()
+    (began,) = rig.started
+    assert began.index == 0 and began.decision is Decision.SPEAK and not began.end_of_turn
+    assert began.speech is not None and began.speech.unit_index == 0 and began.speech.turn_id == 1
+    assert not began.flush and began.delegates == ()
+    decisions = rig.payloads(Kind.DECISION)
+    assert [(d["unit"], d["decision"], d.get("early", False)) for d in decisions] == [
+        (0, "listen", False),
+        (0, "speak", True),
+        (1, "speak", False),
+        (2, "listen", False),
+    ]
+    assert decisions[1]["at_sample"] == 6400 and decisions[1]["turn"] == 1  # as an early flush
+    assert decisions[2]["turn"] == 1 and decisions[2]["end_of_turn"]
+    assert rig.spoken() == "Hello there." and rig.error_codes() == []
+    assert rig.loop.state is FloorState.LISTENING and rig.loop.turn_id == 1
+    # asked once per piece while listening, never while the turn went on
+    assert [a for a in rig.frontend.asked if a[0] == 1] == [(1, 3200), (1, 6400)]
+
+
+def test_an_early_start_is_not_asked_for_while_speaking_or_while_a_finished_turn_plays() -> None:
+    rig = HearingRig(
+        [speak("One ", eot=True), LISTEN, speak("Two "), YIELD],
+        starts={(1, 3200): speak("never "), (3, 3200): speak("nor this ")},
+    )
+    rig.run()
+    assert rig.started == []  # unit 1: unit 0's last chunk still plays; unit 3: speaking
+    assert [a[0] for a in rig.frontend.asked] == [2] * 5  # unit 0 has no boundary before it
+    assert rig.spoken() == "One Two " and rig.error_codes() == []
+
+
+def test_an_early_start_that_fails_or_listens_is_ignored_and_the_loop_goes_on() -> None:
+    rig = HearingRig(
+        [LISTEN, LISTEN, speak("Hi.", eot=True)],
+        starts={(1, 3200): Boom("no voice"), (1, 6400): LISTEN, (1, 9600): "not an output"},
+    )
+    rig.run()
+    assert rig.started == [] and rig.loop.turn_id == 1 and rig.spoken() == "Hi."
+    errors = rig.payloads(Kind.FRONTEND_ERROR)
+    assert [(e["during"], e["unit"], e["error"]) for e in errors] == [
+        ("speak_now", 1, "Boom"),
+        ("speak_now", 1, "TypeError"),
+    ]
+
+
+def test_a_one_piece_early_turn_ends_at_once_and_its_delegate_is_handed_over() -> None:
+    rig = HearingRig(
+        [LISTEN, LISTEN, LISTEN],
+        starts={(1, 3200): speak("Let me check. <delegate>the weather</delegate>", eot=True)},
+    )
+    rig.run()
+    (began,) = rig.started
+    assert began.end_of_turn and [d.query for d in began.delegates] == ["the weather"]
+    assert began.speech is not None and began.speech.text == "Let me check. "
+    assert rig.loop.state is FloorState.LISTENING and rig.error_codes() == []
+    assert [r.decision for r in rig.results] == [Decision.LISTEN] * 3

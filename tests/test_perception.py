@@ -161,17 +161,29 @@ def test_the_session_path_hears_as_audio_arrives_and_stops_early(interruption: n
     whole, heard = fine(VadBargeIn(), asr=False), fine(VadBargeIn(), asr=False)
     whole.hears_audio = False  # this one takes each unit whole at its boundary
     sessions = [run_offline(audio, RATE, f, clock=FakeClock()) for f in (whole, heard)]
-    assert heard.observations == whole.observations and heard.steps == whole.steps
     late, early = (s.timeline.snapshot().of_kind(Kind.FLUSH) for s in sessions)
     assert [r.payload.get("early", False) for r in (*late, *early)] == [False, True]
     (stop,) = [o for o in heard.observations if o.assistant_speaking and o.overlap_s >= 2 * FRAME_S]
     assert early[0].t == pytest.approx(stop.t, abs=0.03) and early[0].t < late[0].t - 0.2
-    # Nothing plays from the early flush until the reply, at a later boundary.
+    # The reply: taken at a boundary by the one, at the sub-step the policy asked by the other
+    # (the same observations and decisions up to there).
+    (start,) = [
+        r for r in sessions[1].timeline.snapshot().of_kind(Kind.DECISION) if "early" in r.payload
+    ]
+    assert not any("early" in r.payload for r in sessions[0].timeline.snapshot())
+    seen = sum(o.t <= start.t + 1e-6 for o in heard.observations)
+    assert heard.observations[:seen] == whole.observations[:seen]
+    asked = heard.observations[seen - 1]
+    assert not asked.is_boundary and heard.policy.decide(asked) is FloorAction.START_SPEAKING
     rate = sessions[1].playback.sample_rate
-    spans = [(t, t + a.size / rate) for t, a in sessions[1].playback.played_audio]
-    before = [end for start, end in spans if start < early[0].t]
+    spans = [[(t, t + a.size / rate) for t, a in s.playback.played_audio] for s in sessions]
+    # Nothing plays from the early flush until the reply, which plays from the sub-step on.
+    before = [end for begin, end in spans[1] if begin < early[0].t]
     assert max(before) == pytest.approx(early[0].t, abs=1e-3)
-    assert all(start >= late[0].t - 1e-6 for start, _ in spans if start >= early[0].t)
+    (reply, *_) = [begin for begin, _ in spans[1] if begin >= early[0].t]
+    (reply_whole, *_) = [begin for begin, _ in spans[0] if begin >= late[0].t - 1e-6]
+    assert reply == pytest.approx(asked.t, abs=0.03) and reply < reply_whole - 0.1
+    assert sessions[1].early_starts and sessions[1].early_starts[0].speech is not None
 
 
 class KeepsThroughShortBursts(NeverYield):

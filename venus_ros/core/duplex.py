@@ -12,6 +12,10 @@ the rules of the floor:
   stop the assistant at once: the speaker is flushed then (an *early* flush, recorded at that
   time), and the turn ends at the next boundary with a yield whatever the frontend says there;
   that boundary's decision is still the unit's only one;
+* likewise, while listening, it may start a turn at once (:meth:`DuplexLoop.speak_now`): the
+  last boundary's ``listen`` is then revised to ``speak`` (an *early* decision, recorded at
+  that time), the turn's first audio goes out as that boundary's speech, and the turn goes on
+  at the next boundary;
 * private spans never reach the speaker; a ``<delegate>`` fixes its evidence cutoff at the
   timeline sequence number of the moment it opened;
 * only text whose audio the speaker acknowledged counts as heard;
@@ -346,6 +350,68 @@ class DuplexLoop:
         )
         return True
 
+    def speak_now(self, piece: PartialUnit) -> UnitResult | None:
+        """Let the frontend start a turn now, between boundaries (call it after :meth:`hear`).
+
+        Asked only while listening, of a frontend that hears audio, in the unit right after
+        the last boundary, and only when that boundary gave the speaker nothing: a ``SPEAK``
+        output then revises the boundary's decision, recorded now as its ``early`` decision
+        (with ``at_sample``: where in the unit in progress, as for an early flush). The result
+        carries the turn's first speech chunk (under the last boundary's unit index) and any
+        delegate requests, for the caller to play and send at once; the turn goes on at the
+        next boundary. None when no turn started. Never raises because of the frontend.
+        """
+        if not self.hears_audio or self.state is not FloorState.LISTENING:
+            return None
+        slot = piece.index - 1  # the last boundary's unit
+        if slot < 0 or slot != self._next_index - 1 or slot in self._chunks:
+            return None  # no boundary yet, or its speech (a finished turn's end) still plays
+        t0 = self.clock.now()
+        w0 = time.perf_counter()
+        out: UnitOutput | None = None
+        try:
+            out = self.frontend.speak_now()
+            if out is not None:
+                _check_output(out)
+        except Exception as exc:  # the loop must survive any frontend failure
+            self._frontend_error(piece.index, exc, "speak_now")
+            out = None
+        self._hear_wall += time.perf_counter() - w0
+        self._hear_compute += max(self.clock.now() - t0, 0.0)
+        if out is None or out.decision is not Decision.SPEAK:
+            return None
+        self._start_turn()
+        end_of_turn, said, delegates = self._turn_text(slot, out.text, bool(out.end_of_turn))
+        speech = self._speech(slot, out, said)
+        self.timeline.append(
+            Kind.DECISION,
+            {
+                "unit": slot,
+                "decision": Decision.SPEAK.value,
+                "end_of_turn": end_of_turn,
+                "turn": self.turn_id,
+                "early": True,
+                "at_sample": piece.end,
+            },
+        )
+        if end_of_turn:  # a turn of one piece: it drains (or, with no audio, says nothing)
+            with self._lock:
+                self._delivery.turn_ended(self.turn_id, slot)
+            self.state = FloorState.LISTENING
+        self._report()
+        # (its compute is the unit in progress's, accounted at that unit's boundary)
+        return UnitResult(
+            slot,
+            Decision.SPEAK,
+            end_of_turn,
+            False,
+            speech,
+            tuple(delegates),
+            0.0,
+            self.debt_s,
+            False,
+        )
+
     def step(self, unit: InputUnit) -> UnitResult:
         """Take the decision for one unit boundary. Never raises because of the frontend."""
         wall0 = time.perf_counter()
@@ -472,20 +538,9 @@ class DuplexLoop:
             )
             end_of_turn = True
         if decision is Decision.SPEAK and not was_speaking:
-            self.turn_id += 1
-            self.state = FloorState.SPEAKING
-            with self._lock:
-                self._delivery.turn_started(self.turn_id)
-
-        visible: list[str] = []
-        delegates: list[DelegateRequest] = []
-        if decision is Decision.SPEAK:
-            end_of_turn |= self._parse(unit.index, self._parser.feed(out.text), visible, delegates)
-        if end_of_turn and self.state is FloorState.SPEAKING:
-            self._parse(unit.index, self._parser.end_turn(), visible, delegates)
-            self._open_cutoff = None
-
-        said = "".join(visible)
+            self._start_turn()
+        text = out.text if decision is Decision.SPEAK else ""
+        end_of_turn, said, delegates = self._turn_text(unit.index, text, end_of_turn)
         speech = self._speech(unit.index, out, said) if decision is Decision.SPEAK else None
         # A yield (no speech in the ending unit) stops playback at once; a finish drains.
         # Only visible text counts: a unit holding just "<|turn_eos|>" (or a private span) yields.
@@ -508,6 +563,30 @@ class DuplexLoop:
         if end_of_turn:
             self.state = FloorState.LISTENING
         return self._account(unit, decision, end_of_turn, flush, speech, delegates, compute)
+
+    def _start_turn(self) -> None:
+        """A new assistant turn takes the floor."""
+        self.turn_id += 1
+        self.state = FloorState.SPEAKING
+        with self._lock:
+            self._delivery.turn_started(self.turn_id)
+
+    def _turn_text(
+        self, index: int, text: str, end_of_turn: bool
+    ) -> tuple[bool, str, list[DelegateRequest]]:
+        """Parse a unit's text of the turn; closes the turn's spans when it ends there.
+
+        Returns whether the turn ends in the unit (``end_of_turn`` or a ``<|turn_eos|>`` in the
+        text), its visible text and the delegate requests that closed.
+        """
+        visible: list[str] = []
+        delegates: list[DelegateRequest] = []
+        if text:
+            end_of_turn |= self._parse(index, self._parser.feed(text), visible, delegates)
+        if end_of_turn and self.state is FloorState.SPEAKING:
+            self._parse(index, self._parser.end_turn(), visible, delegates)
+            self._open_cutoff = None
+        return end_of_turn, "".join(visible), delegates
 
     def _parse(
         self, index: int, events: list, visible: list[str], delegates: list[DelegateRequest]

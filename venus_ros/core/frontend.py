@@ -61,7 +61,8 @@ class Frontend(abc.ABC):
     ``prepare`` once, then ``prefill(unit)`` / ``generate()`` once per unit. A frontend that
     :attr:`hears_audio` is also given the microphone audio of the unit in progress as it
     arrives (:meth:`hear`, any number of times between two boundaries) and may ask for the
-    assistant's speech to stop at once; the decision stays the boundary's.
+    assistant's speech to stop at once, or start a turn at once (:meth:`speak_now`); the
+    decision of the unit in progress stays its boundary's.
     """
 
     #: Sample rate of :attr:`UnitOutput.audio`.
@@ -97,6 +98,17 @@ class Frontend(abc.ABC):
             NotImplementedError: a frontend that does not hear audio early (the default).
         """
         raise NotImplementedError(f"{type(self).__name__} takes audio at unit boundaries only")
+
+    def speak_now(self) -> UnitOutput | None:
+        """After :meth:`hear`, while the assistant is silent: a turn to start at once,
+        between boundaries, or None (the default: turns start at boundaries only).
+
+        A ``SPEAK`` output is the turn's first unit of text and audio; its audio plays from
+        now, and the turn goes on at the next boundary as if it had started at the last one
+        (its ``generate`` gives the next unit's speech, or ends the turn). Anything else is
+        ignored.
+        """
+        return None
 
     def schedule_turns(self, turns: Sequence[tuple[float, str]]) -> None:
         """Make the assistant speak ``text`` from session time ``start`` for each ``(start, text)``.

@@ -72,7 +72,10 @@ class SessionResult:
     timeline: Timeline
     playback: PlaybackQueue
     assembler: UnitAssembler
+    #: One per unit boundary, in order.
     results: list[UnitResult] = field(default_factory=list)
+    #: Turns the frontend started between boundaries (:meth:`DuplexLoop.speak_now`).
+    early_starts: list[UnitResult] = field(default_factory=list)
     delegates: list[DelegateRequest] = field(default_factory=list)
     input_errors: int = 0
     #: Wall time the runtime itself spent per unit (assembly, loop, playback), frontend excluded.
@@ -135,6 +138,22 @@ def run_offline(
 
     pending_overhead = 0.0
 
+    def send(result: UnitResult) -> UnitResult:
+        """Play the result's speech from now and hand its delegates on; the result is
+        returned with its audio's samples given to the playback queue (their count kept)."""
+        if result.speech is not None:
+            playback.enqueue(result.speech, clock.now())
+            silent = np.broadcast_to(np.float32(0.0), (result.speech.samples,))
+            result = replace(result, speech=replace(result.speech, audio=silent))
+        for request in result.delegates:
+            session.delegates.append(request)
+            answer = on_delegate(request) if on_delegate else None
+            if answer is not None:
+                delay, text = answer
+                reply = BackendReply(f"task-{len(session.delegates)}", text)
+                heapq.heappush(due_replies, (clock.now() + delay, len(session.delegates), reply))
+        return result
+
     def boundary(unit: InputUnit) -> None:
         nonlocal pending_overhead, next_frame, shown, heard
         wall = time.perf_counter()
@@ -157,19 +176,7 @@ def run_offline(
         session.frontend_s.append(step_s + result.hear_s)
         if result.flush:
             _acknowledge(loop, playback.flush(clock.now()))
-        if result.speech is not None:
-            playback.enqueue(result.speech, clock.now())
-            # The playback queue owns the samples now; the result keeps their count only.
-            silent = np.broadcast_to(np.float32(0.0), (result.speech.samples,))
-            result = replace(result, speech=replace(result.speech, audio=silent))
-        session.results.append(result)
-        for request in result.delegates:
-            session.delegates.append(request)
-            answer = on_delegate(request) if on_delegate else None
-            if answer is not None:
-                delay, text = answer
-                reply = BackendReply(f"task-{len(session.delegates)}", text)
-                heapq.heappush(due_replies, (clock.now() + delay, len(session.delegates), reply))
+        session.results.append(send(result))
         frontend_wall = step_s
         session.overhead_s.append(pending_overhead + time.perf_counter() - wall - frontend_wall)
         pending_overhead = 0.0
@@ -187,6 +194,9 @@ def run_offline(
         _advance_to(clock, piece.end_s)
         if loop.hear(piece):  # stopped mid-unit: the speaker stops now
             _acknowledge(loop, playback.flush(clock.now()))
+        started = loop.speak_now(piece)  # a turn taken mid-unit: it plays from now
+        if started is not None:
+            session.early_starts.append(send(started))
 
     chunks = (
         iter_chunks(audio, sample_rate, config.chunk_ms) if isinstance(audio, np.ndarray) else audio

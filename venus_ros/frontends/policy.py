@@ -459,6 +459,8 @@ class _Hearing:
         acc: The frames accounted so far.
         wall: Wall-clock seconds spent hearing it.
         broken: Hearing it failed (its prefill fails too).
+        start_at: The microphone sample at which the policy last asked to take the turn at a
+            sub-step (None: it did not; :meth:`PolicyFrontend.speak_now` acts on it).
     """
 
     start: int
@@ -471,6 +473,7 @@ class _Hearing:
     acc: UnitAccount = field(default_factory=UnitAccount)
     wall: float = 0.0
     broken: bool = False
+    start_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -486,6 +489,8 @@ class FloorStep:
         started: What began at this boundary: ``"scheduled"``, a :class:`Response` kind, or
             ``""``.
         yielded: The turn was given up here (no speech, so the loop flushes).
+        early: ``started`` began between the last boundary and this one
+            (:meth:`PolicyFrontend.speak_now`).
     """
 
     unit_index: int
@@ -494,6 +499,7 @@ class FloorStep:
     end_of_turn: bool
     started: str = ""
     yielded: bool = False
+    early: bool = False
 
 
 class SessionPart:
@@ -703,6 +709,7 @@ class PolicyFrontend(Frontend):
         self._perception.bind(self.state)
         self._hearing: _Hearing | None = None
         self._stop_pending = False
+        self._began_early = ""  # what a turn begun since the last boundary began as
         for part in self.session_parts:
             part.reset()
 
@@ -814,6 +821,34 @@ class PolicyFrontend(Frontend):
             stopped |= self._substep(hearing, piece.index)
         return stopped
 
+    def speak_now(self) -> UnitOutput | None:
+        """Start the turn the policy took at the last sub-step heard, if its response can be
+        voiced at once (:meth:`Responder.ready`; a reply still being worked out waits for a
+        later sub-step or the boundary): the turn's first piece, playing from that sub-step's
+        end. None otherwise. The boundary after it goes on with the turn.
+        """
+        hearing = self._hearing
+        if hearing is None or hearing.start_at is None:
+            return None
+        at, hearing.start_at = hearing.start_at, None
+        if self.state.turn is not None or self._stop_pending or hearing.broken:
+            return None
+        if not self.state.backend:
+            request = self._request()
+            if request is None or not self.responder.ready(request):
+                return None
+        response = self._respond()
+        if response is None:
+            return None
+        self._begin(
+            response.text,
+            forced=False,
+            answers_user=response.kind != "backend",
+            source=response.stream,
+        )
+        self._began_early = response.kind
+        return self._emit(at)
+
     def _open_unit(self, start: int, length: int) -> _Hearing:
         """Begin taking in the unit that starts at mic sample ``start``."""
         gap = start - self.state.mic_pos
@@ -858,6 +893,8 @@ class PolicyFrontend(Frontend):
         if stop:  # the speaker stops now; the boundary yields
             self._stop_pending = True
             self._abandon_turn(hearing.start + b)
+        starts = action is FloorAction.START_SPEAKING and not obs.is_boundary
+        hearing.start_at = hearing.start + b if starts and self.state.turn is None else None
         for part in self.session_parts:
             part.on_observation(self, obs)
         texts = tuple(self.state.user_texts)
@@ -934,7 +971,8 @@ class PolicyFrontend(Frontend):
     def _generate(self, unit: InputUnit, boundary: int) -> UnitOutput:
         started = time.perf_counter()
         action = self.state.action
-        began = ""
+        early, self._began_early = self._began_early, ""
+        began = early
         if self._stop_pending:  # stopped mid-unit: the turn ends here with its yield
             self._stop_pending = False
             action = FloorAction.YIELD  # what was acted on (the boundary's answer came later)
@@ -942,12 +980,14 @@ class PolicyFrontend(Frontend):
         elif (due := self._due_scheduled(boundary / SAMPLE_RATE)) is not None:
             self._begin(due, forced=True, answers_user=True)
             began = "scheduled"
-            out = self._emit(boundary, unit)
+            out = self._emit(boundary)
         elif self.state.turn is not None:
             if action is FloorAction.YIELD:
                 out = self._yield(boundary)
             else:
-                out = self._emit(boundary, unit)
+                out = self._emit(boundary)
+        elif early:  # a turn begun since the last boundary, already played out
+            out = UnitOutput(Decision.LISTEN)
         elif action is FloorAction.START_SPEAKING and (response := self._respond()) is not None:
             self._begin(
                 response.text,
@@ -956,7 +996,7 @@ class PolicyFrontend(Frontend):
                 source=response.stream,
             )
             began = response.kind
-            out = self._emit(boundary, unit)
+            out = self._emit(boundary)
         else:
             out = UnitOutput(Decision.LISTEN)
         self.state.mic_pos = boundary
@@ -968,6 +1008,7 @@ class PolicyFrontend(Frontend):
                 out.end_of_turn,
                 began,
                 out.decision is Decision.LISTEN and out.end_of_turn,
+                early=bool(early) and began == early,
             )
         )
         self.state.compute.append(self.state.wall + time.perf_counter() - started)
@@ -1033,7 +1074,9 @@ class PolicyFrontend(Frontend):
             return
         self.state.forget_user_turn()
 
-    def _emit(self, boundary: int, unit: InputUnit) -> UnitOutput:
+    def _emit(self, boundary: int) -> UnitOutput:
+        """The current turn's next piece, playing from mic sample ``boundary`` (or after
+        what is still queued)."""
         turn = self.state.turn
         assert turn is not None
         text, audio, last = self._player.next_piece(turn)

@@ -54,7 +54,13 @@ from venus_interfaces.msg import (
 from venus_ros.core.clock import MonotonicClock
 from venus_ros.core.delegation import DelegationTracker, GiveUp, Verdict
 from venus_ros.core.delivery import DeliveryOutcome, Outcome
-from venus_ros.core.duplex import BackendReply, DelegateRequest, DuplexConfig, DuplexLoop
+from venus_ros.core.duplex import (
+    BackendReply,
+    DelegateRequest,
+    DuplexConfig,
+    DuplexLoop,
+    UnitResult,
+)
 from venus_ros.core.frontend import Frontend
 from venus_ros.core.timeline import Kind, Timeline
 from venus_ros.core.units import InputError, UnitAssembler, UnitConfig, VideoFrame
@@ -142,6 +148,8 @@ class FrontendNode(ManagedNode):
         self.units_done = 0
         #: Times the frontend stopped the assistant between boundaries (:meth:`_hear`).
         self.early_flushes = 0
+        #: Turns the frontend started between boundaries (:meth:`_hear`).
+        self.early_starts = 0
         self._last_unit = -1
         self._heard = 0  # samples of the unit in progress already given to the loop
         self.assembler = UnitAssembler(cfg.units)
@@ -403,45 +411,60 @@ class FrontendNode(ManagedNode):
             self._last_unit = unit.index
             stamp = self.get_clock().now().to_msg()
             self.pub_decision.publish(convert.decision_to_msg(result, unit.duration_s, stamp))
-            if result.speech is not None:
-                speech = result.speech
-                self.pub_audio.publish(
-                    convert.audio_to_msg(
-                        speech.audio,
-                        speech.sample_rate,
-                        speech.first_sample,
-                        stamp,
-                        frame_id=self.config.speech_frame_id,
-                        unit_index=speech.unit_index,
-                    )
+            self._send(result, stamp)
+
+    def _send(self, result: UnitResult, stamp: Any) -> None:
+        """Publish a result's speech and transcript, then the timeline, then its delegates."""
+        if result.speech is not None:
+            speech = result.speech
+            self.pub_audio.publish(
+                convert.audio_to_msg(
+                    speech.audio,
+                    speech.sample_rate,
+                    speech.first_sample,
+                    stamp,
+                    frame_id=self.config.speech_frame_id,
+                    unit_index=speech.unit_index,
                 )
-                if speech.text:
-                    self.pub_transcript.publish(String(data=speech.text))
-            self._publish_timeline()  # the harness needs the records up to the cutoff first
-            for request in result.delegates:
-                self._send_goal(request)
+            )
+            if speech.text:
+                self.pub_transcript.publish(String(data=speech.text))
+        self._publish_timeline()  # the harness needs the records up to the cutoff first
+        for request in result.delegates:
+            self._send_goal(request)
 
     def _hear(self, loop: DuplexLoop) -> None:
         """Give the frontend the new audio of the unit in progress; stop the speaker at once if
-        it asks (a UnitDecision with ``flush`` for the last unit decided, as a yield sends)."""
+        it asks (a UnitDecision with ``flush`` for the last unit decided, as a yield sends), or
+        start a turn at once (a UnitDecision ``speak`` for the last unit decided, and its
+        speech)."""
         piece = self.assembler.partial(self._heard)  # only what the loop has not heard
         # A unit completed meanwhile: its boundary comes first (the piece is of the next one).
         if piece is None or self.assembler.pending_units:
             return
         self._heard = piece.end
-        if not loop.hear(piece):
+        flush = loop.hear(piece)
+        started = loop.speak_now(piece)
+        if not flush and started is None:
             return
-        self.early_flushes += 1
+        stamp = self.get_clock().now().to_msg()
         msg = UnitDecision()
-        msg.header = Header(stamp=self.get_clock().now().to_msg())
+        msg.header = Header(stamp=stamp)
         msg.unit_index = max(self._last_unit, 0)
         msg.decision = UnitDecision.SPEAK
-        msg.end_of_turn = False
-        msg.flush = True
+        msg.end_of_turn = started is not None and started.end_of_turn
+        msg.flush = flush
         msg.realtime_debt = float(loop.debt_s)
         msg.unit_duration = float(piece.length / piece.sample_rate)
+        if flush:
+            self.early_flushes += 1
+        else:
+            self.early_starts += 1
         self.pub_decision.publish(msg)
-        self._publish_timeline()
+        if started is None:
+            self._publish_timeline()
+        else:
+            self._send(started, stamp)
 
     # ------------------------------------------------------------------ delegation
     def _send_goal(self, request: DelegateRequest) -> None:
@@ -554,6 +577,7 @@ class FrontendNode(ManagedNode):
             "dropped_units": str(self.assembler.dropped_units),
             "missed_units": str(self.loop.missed_units if self.loop is not None else 0),
             "early_flushes": str(self.early_flushes),
+            "early_starts": str(self.early_starts),
             "pending_delegations": json.dumps(self.delegations.pending()),
         }
 
