@@ -565,3 +565,48 @@ def test_a_final_transcript_is_prepared_at_the_substep_it_arrives(
     # not at the unit's boundary
     _, end = speech_span(request_audio, at)
     assert substep < 4 and end + 0.3 <= t <= end + 0.6, (t, end, substep)
+
+
+class SlowResponder(Responder):
+    """The default responder, whose replies are ready only from its ``ready_after + 1``-th
+    :meth:`ready` call on."""
+
+    def __init__(self, ready_after: int) -> None:
+        super().__init__()
+        self.ready_after = ready_after
+        self.asked = 0
+
+    def ready(self, request: UserRequest) -> bool:
+        self.asked += 1
+        return self.asked > self.ready_after
+
+
+def test_a_turn_taken_at_a_substep_starts_there_once_its_reply_is_ready(
+    request_audio: np.ndarray,
+) -> None:
+    starts = {}
+    AT = 0.6  # the request ends ~2.73 s: 0.6 s of silence come early in unit 3
+    for ready_after in (0, 1, 99):
+        frontend = PolicyFrontend(VadBargeIn(), asr=False, substeps=5)
+        frontend.responder = SlowResponder(ready_after)
+        session, view = run(frontend, place(7.0, (AT, request_audio)))
+        early = [r.t for r in view.of_kind(Kind.DECISION) if r.payload.get("early")]
+        (step,) = [s for s in frontend.steps if s.started]
+        first_voice = session.playback.played_audio[0][0]
+        starts[ready_after] = first_voice
+        if ready_after == 99:  # never ready between boundaries: the boundary takes the turn
+            assert (
+                early == []
+                and not step.early
+                and first_voice == pytest.approx(boundary_s(step.unit_index), abs=1e-6)
+            )
+        else:
+            assert len(early) == 1 and step.early and step.started == "delegate", ready_after
+            assert first_voice == pytest.approx(early[0], abs=0.02)
+            assert frontend.responder.asked == ready_after + 1
+    _, end = speech_span(request_audio, AT)
+    # VadBargeIn takes the turn after 0.6 s of silence: at that sub-step when ready, one
+    # sub-step (0.2 s) later when ready only then, at the next boundary when never
+    assert end + 0.6 <= starts[0] <= end + 1.0  # (the VAD hears its end ~0.1 s late)
+    assert starts[1] == pytest.approx(starts[0] + 0.2, abs=0.01)
+    assert starts[99] > starts[1] and (starts[99] - FIRST_UNIT_S) % 1.0 == pytest.approx(0.0)
