@@ -208,9 +208,11 @@ def test_responder_generates_what_no_fixed_phrase_covers() -> None:
         "content": with_context("I'm driving to the kitchen now.", "No, the other room."),
     }
     assert messages[-2]["role"] == "assistant"  # the last example's answer, not the cut turn
-    assert responder.respond(request("Say that again.")).spoken == "I'm driving to the"
+    # said again after the cut: the whole sentence that was being said
+    said = responder.respond(request("Say that again."))
+    assert said.spoken == "I said: I'm driving to the kitchen now."
     assert responder.respond(request("Stop.")).spoken == "Okay, I'll stop."
-    assert responder.respond(request("Shh, wait.")).spoken == "Sure, I'll wait."
+    assert responder.respond(request("Shh, wait.")).spoken == "Okay, I'll be quiet."
 
 
 def test_a_speculative_start_is_reused_for_the_same_request() -> None:
@@ -579,13 +581,14 @@ def test_a_question_about_the_interrupted_answer_is_answered_from_it_not_delegat
     responder.heard(
         "The train to Leeds leaves from", True, "platform four at ten. It stops at York."
     )
-    reply = responder.respond(request("Sorry, which platform was that?"))
+    reply = responder.respond(request("Sorry, which platform does it leave from?"))
     assert reply is not None and reply.kind == "reply" and responder.last_intent == "generated"
     assert reply.spoken == "Which platform?"  # said at once, naming what was asked
     assert "platform four at ten. It stops at York." in engine.calls[-1][-1]["content"]
     reply.stream.join()
     text, _ = reply.stream.take(0.0)
-    assert reply.stream.replaced and "platform four" in text  # said again, not made up
+    assert reply.stream.replaced  # said again, not made up: the clause asked about
+    assert text == "I said the train to Leeds leaves from platform four at ten."
     # a request about something else is still delegated, naming it
     responder.heard("I can", True, "check trains for you.")
     other = responder.respond(request("Hold on, is the oven off?"))
@@ -712,3 +715,115 @@ def test_what_it_can_do_is_said_from_the_configured_tools(tmp_path: Path) -> Non
     assert capability_sentence(["carries boxes", "fixes taps"], False) == (
         "I can carry boxes and fix taps."
     )
+
+
+# ---------------------------------------------------------------------------- interruptions
+
+
+def test_commands_to_stop_or_wait_are_acknowledged_in_words_that_name_them() -> None:
+    from venus_ros.frontends.cascade.responder import command_of
+
+    assert command_of("Stop.") == "stop"
+    assert command_of("Wait, stop!") == "stop"  # the strongest of several
+    assert command_of("Okay, stop there.") == "stop"
+    assert command_of("No, no, hold on a second, please.") == "wait"
+    assert command_of("One moment.") == "moment"
+    assert command_of("Quiet, please.") == "quiet"
+    assert command_of("Stop talking.") == "quiet"
+    # anything else in it: not a bare command
+    assert command_of("Wait, is that safe?") is None
+    assert command_of("No no no.") is None
+    assert command_of("The top one.", tolerant=True) is None
+    # a clipped command ("Top." for "Stop.") only where a command is what was likely said
+    assert command_of("Top.") is None
+    assert command_of("Top, top.", tolerant=True) == "stop"
+    responder = CascadeResponder(lambda _: True, capabilities=[])
+    replies = {t: responder.respond(request(t)).spoken for t in ("Stop.", "Hang on.", "Quiet.")}
+    assert replies == {
+        "Stop.": "Okay, I'll stop.",
+        "Hang on.": "Sure, I'll wait.",
+        "Quiet.": "Okay, I'll be quiet.",
+    }
+    top = responder.respond(request("Top."))
+    assert top.kind == "delegate"  # nothing was cut off: a request like any other
+    responder.heard("The oven is", True, "hot now.")
+    assert responder.respond(request("Top.")).spoken == "Okay, I'll stop."
+
+
+def test_a_cut_in_that_was_not_made_out_is_asked_again_only_when_long() -> None:
+    from venus_ros.frontends.cascade.responder import CLARIFY_PHRASE, STOPPED_PHRASE
+
+    responder = CascadeResponder(lambda _: True, capabilities=[])
+    short = UserRequest("", 0.0, 0.6, 0.5, True)
+    long = UserRequest("", 0.0, 2.5, 2.2, True)
+    assert responder.respond(short).spoken == CLARIFY_PHRASE  # no turn was cut off
+    responder.heard("The oven is", True, "hot now.")
+    assert responder.respond(long).spoken == CLARIFY_PHRASE  # a sentence it did not get
+    responder.heard("The oven is", True, "hot now.")
+    assert responder.respond(short).spoken == STOPPED_PHRASE  # most likely "stop": it did
+    responder.heard("The oven is", True, "hot now.")
+    clipped = UserRequest("up.", 0.0, 0.6, 0.5, True)  # a word or two of a clipped command
+    assert responder.respond(clipped).spoken == STOPPED_PHRASE
+
+
+def test_a_question_about_the_cut_turn_is_answered_from_what_it_said() -> None:
+    from venus_ros.frontends.cascade.responder import about_cut_turn
+
+    museum = (
+        "The museum is open until six on weekdays, and on Thursdays it stays open late, with "
+        "free entry after five."
+    )
+    heard = museum[:50]
+
+    def reply(asked: str, whole: str = museum) -> str | None:
+        got = about_cut_turn(heard, whole, asked)
+        return got[1] if got is not None else None
+
+    assert reply("Sorry, did you say Tuesday or Thursday?") == (
+        "I said Thursday, not Tuesday: on Thursdays it stays open late."
+    )
+    assert reply("Did you say Monday or Friday?") == "I didn't say Monday or Friday."
+    assert reply("Wait, what did you say about weekdays?") == (
+        "I said the museum is open until six on weekdays."
+    )
+    assert reply("What did you say about parking?") == "I didn't say anything about parking."
+    assert reply("Which bus was that?") == "I didn't say which bus."
+    assert reply("Sorry, what did you say about my ticket?") == (
+        "I didn't say anything about your ticket."
+    )
+    assert reply("Hang on, that's not what I asked.") == "Sorry. What did you ask?"
+    two = "Water it the day before. Loosen the roots, and move it into a wider pot."
+    heard = "Water it the day before. Loosen"
+    assert reply("Can you repeat the last part?", two) == (
+        "The last part was: Loosen the roots, and move it into a wider pot."
+    )
+    assert reply("Start again?", two) == f"Sure, from the start: {two}"
+    assert reply("Just give me the short version.", two) == (
+        "The short version: Water it the day before."
+    )
+    assert reply("Can we skip to the end?", two) == (
+        "Sure, skipping to the end: move it into a wider pot."
+    )
+    assert reply("Can you go slower?", two) == (
+        "Sure, I'll go slower. Loosen the roots, and move it into a wider pot."
+    )
+    assert reply("Is that safe for kids?", two) is None  # a new question: not about the words
+
+
+def test_a_request_after_cutting_in_is_answered_without_its_commands() -> None:
+    from venus_ros.frontends.cascade.responder import drop_commands
+
+    assert drop_commands("Okay, stop there. Can you give me the short version?") == (
+        "Can you give me the short version?"
+    )
+    assert drop_commands("Top, top. How long is it?") == "How long is it?"
+    assert drop_commands("Stop. Stop.") == "Stop."  # nothing else: the command stays
+    engine = ScriptedLm(["Unused."])
+    responder = CascadeResponder(lambda _: False, engine=engine, capabilities=[])
+    responder.heard("To reset the router, hold", True, "the button for ten seconds.")
+    reply = responder.respond(request("Okay, stop there. Can you give me the short version?"))
+    assert responder.last_intent == "shorter" and not engine.calls
+    assert reply.spoken == (
+        "The short version: to reset the router, hold the button for ten seconds."
+    )
+    assert responder.conversation.turns[-1][:2] == ("user", "Can you give me the short version?")

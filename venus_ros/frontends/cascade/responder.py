@@ -5,17 +5,29 @@ turn, from the conversation so far (:class:`Conversation`: what the user said, a
 user *heard* of the assistant, cut where a turn was interrupted):
 
 1. a waiting ``<backend>`` reply of the harness is spoken as it came;
-2. with ASR on, a request with no intelligible word gets :data:`CLARIFY_PHRASE`;
+2. with ASR on, a request with no intelligible word gets :data:`CLARIFY_PHRASE` — unless it
+   was a short cut-in (at most :data:`SHORT_CUT_IN_S` of speech over the assistant, which
+   stopped): that is most likely a command to stop, and gets :data:`STOPPED_PHRASE`;
 3. a bare back-channel or filler ("uh-huh", "okay", "um") is not answered at all;
-4. fixed phrases only for fixed social moves: a request that is wholly a greeting, thanks or
+4. a request made only of commands to stop or wait ("Wait, stop!", "Hold on a second.") is
+   acknowledged in words that name it (:data:`COMMANDS`: "Okay, I'll stop.", "Sure, I'll
+   wait."); right after a cut-in, a word one letter away from a command word counts
+   (:func:`command_of`). Leading command sentences before a request are dropped
+   (:func:`drop_commands`: "Stop, stop. How long does it take?" asks how long);
+5. a request about the turn the user just cut off, of a few well-known kinds, is answered from
+   that turn's text (:func:`about_cut_turn`): "did you say A or B?", "what did you say about
+   X?", "which X was that?", "repeat the last part", "start again", "the short version",
+   "slower", "that's not what I asked";
+6. fixed phrases only for fixed social moves: a request that is wholly a greeting, thanks or
    goodbye (:data:`FIXED_PHRASES`), "say that again" (the last reply, repeated) and "what can
    you do?" (:func:`capability_sentence`: the configured tools, in the assistant's voice);
-5. a question about the turn the user just interrupted (:meth:`CascadeResponder.about_answer`)
-   is answered from that turn's whole text — what was heard and what was still to come;
-6. a request the delegation router sends to the harness: an acknowledgement naming it
+7. any other question about the turn the user just interrupted
+   (:meth:`CascadeResponder.about_answer`) is answered from that turn's whole text — what was
+   heard and what was still to come;
+8. a request the delegation router sends to the harness: an acknowledgement naming it
    (:func:`check_phrase_for`: "Let me check when the bakery opens.") and a private
    ``<delegate>`` span holding the cleaned query (the router decides, not the language model);
-7. everything else — questions about the assistant, interruptions, corrections, remarks — is
+9. everything else — questions about the assistant, interruptions, corrections, remarks — is
    answered by the language model (:class:`~venus_ros.frontends.cascade.lm.ChatLm`), whose
    system prompt says who the assistant is and what it can do, read from the configured tools
    (:func:`capabilities_from_tools`), followed by example exchanges (:data:`FEW_SHOTS`).
@@ -23,8 +35,8 @@ user *heard* of the assistant, cut where a turn was interrupted):
 A generated reply must be about the request: it is held until it names one of the user's
 content words (for a question about the interrupted turn: until its first sentence carries
 something of the sentence asked about and little that was never said); one that does not is
-replaced by a question naming the request (:func:`clarifying_question`) or by the sentence
-asked about ("I said: ..."). It may start with a lead-in naming what was asked
+replaced by a question naming the request (:func:`clarifying_question`) or by the clause
+asked about ("I said ..."). It may start with a lead-in naming what was asked
 (:func:`lead_in`: "Which day?"), spoken while the rest is generated.
 
 Generation runs on a thread of its own (:class:`ReplyStream`), bounded in tokens and time, at
@@ -35,7 +47,7 @@ waiting at most a bounded time), so the first words are spoken while the rest is
 unit never waits longer. When the turn starts before the first phrase is ready (the final
 transcript often arrives at the boundary where the policy takes the turn), the turn opens with
 a short acknowledgement (:func:`opener_for`: "Let me think.", "Oh, okay.") instead of a silent
-unit. Without an engine (``lm=none``), step 7 is an acknowledgement ("Okay.").
+unit. Without an engine (``lm=none``), step 9 is an acknowledgement ("Okay.").
 """
 
 from __future__ import annotations
@@ -61,7 +73,13 @@ from venus_ros.frontends.policy import (
     speakable,
 )
 from venus_ros.text.repair import is_filler_only
-from venus_ros.text.requests import base_form, content_words, lead_in, request_phrase
+from venus_ros.text.requests import (
+    STOP_WORDS,
+    base_form,
+    content_words,
+    lead_in,
+    request_phrase,
+)
 
 if TYPE_CHECKING:
     from venus_ros.frontends.cascade.lm import ChatLm, Message
@@ -69,17 +87,26 @@ if TYPE_CHECKING:
 __all__ = [
     "CAPABILITIES",
     "CLARIFY_PHRASE",
+    "COMMANDS",
     "FEW_SHOTS",
     "FIXED_PHRASES",
+    "SHORT_CUT_IN_S",
+    "STOPPED_PHRASE",
     "CascadeResponder",
     "Conversation",
     "FixedPhrase",
     "LmConfig",
     "ReplyStream",
+    "about_cut_turn",
+    "asked_words",
     "capabilities_from_tools",
     "capability_sentence",
     "check_phrase_for",
     "clarifying_question",
+    "clauses",
+    "command_of",
+    "cut_sentence",
+    "drop_commands",
     "make_lm",
     "opener_for",
     "with_context",
@@ -109,9 +136,10 @@ class FixedPhrase:
 _NAME = r"(?: (?:there|robot|venus|again|everyone|buddy)){0,2}"
 CAPABILITIES = "{capabilities}"
 """A fixed reply that is replaced by what the assistant can do (:func:`capability_sentence`)."""
-#: The fixed phrases: greetings, thanks, goodbyes, bare stop/wait commands, "say that again"
-#: and "what can you do" (answered from the configured tools). Nothing else: every other reply
-#: is generated.
+#: The fixed phrases: greetings, thanks, goodbyes, a bare "no", "say that again" and "what can
+#: you do" (answered from the configured tools). Bare commands to stop or wait are
+#: :data:`COMMANDS`; replies about an interrupted turn, :meth:`CascadeResponder.about_cut_turn`.
+#: Every other reply is generated.
 FIXED_PHRASES: tuple[FixedPhrase, ...] = (
     FixedPhrase(
         "greeting",
@@ -128,19 +156,7 @@ FIXED_PHRASES: tuple[FixedPhrase, ...] = (
         rf"(?:bye|goodbye|bye bye|see you(?: later)?|good night){_NAME}",
         "Goodbye! Talk to you soon.",
     ),
-    # Bare commands to stop or wait: the turn was given up; say so, briefly.
-    FixedPhrase(
-        "stop",
-        r"(?:no )*(?:stop|stop it|stop talking|enough|that's enough|be quiet|quiet|shush|shh+|"
-        r"never ?mind|cancel that|forget it)",
-        "Okay, I'll stop.",
-    ),
-    FixedPhrase(
-        "wait",
-        r"(?:no )*(?:wait|hold on|hang on|one (?:moment|second|sec)|just a (?:moment|second|sec))"
-        r"(?: a (?:moment|second|sec|minute))?",
-        "Sure, I'll wait.",
-    ),
+    # (bare commands to stop or wait are a family of their own: COMMANDS)
     FixedPhrase("no", r"no(?: no)+|no", "Sorry. What did you mean?"),
     # What it can do: said from the configured tools (CAPABILITIES is filled in from them).
     FixedPhrase(
@@ -291,6 +307,18 @@ class Conversation:
                 return len(turns) - 1 - back, text, " ".join(f"{text} {unheard}".split())
         return None
 
+    def cut_turn(self) -> tuple[str, str] | None:
+        """``(heard, whole text)`` of the latest assistant turn when the user cut it off (no
+        assistant turn came after it), else None."""
+        for role, text, cut, unheard in reversed(self.turns):
+            if role == "assistant":
+                return (text, " ".join(f"{text} {unheard}".split())) if cut else None
+        return None
+
+    def just_interrupted(self) -> bool:
+        """Whether the latest turn is an assistant turn the user cut off."""
+        return bool(self.turns) and self.turns[-1][0] == "assistant" and self.turns[-1][2]
+
     def context(self) -> str:
         """The whole text of the interrupted turn a request may be about ('' if none)."""
         latest = self.interrupted()
@@ -306,10 +334,10 @@ class Conversation:
         if latest is None:
             return ""
         _, heard, whole = latest
-        sentences = [t for t in re.split(r"(?<=[.!?])\s+", whole) if t.strip()]
+        sentences = _sentences(whole)
         if not sentences:
             return ""
-        asked = content_words(request)
+        asked = asked_words(request)
         kinds = [answer for question, answer in _ANSWER_TYPES if question.search(request)]
         scores = [
             2 * len(content_words(t) & asked) + sum(1 for a in kinds if a.search(t))
@@ -317,12 +345,7 @@ class Conversation:
         ]
         if max(scores) > 0:
             return sentences[scores.index(max(scores))]
-        done = 0
-        for sentence in sentences:  # the first sentence not wholly heard
-            done += len(sentence) + 1
-            if done > len(heard) + 1:
-                return sentence
-        return sentences[-1]
+        return cut_sentence(heard, whole)
 
     def messages(
         self,
@@ -349,6 +372,46 @@ class Conversation:
         content = request if latest is None else with_context(latest[2], request)
         out.append({"role": "user", "content": content})
         return out
+
+
+def _sentences(text: str) -> list[str]:
+    return [t for t in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if t.strip()]
+
+
+def cut_sentence(heard: str, whole: str) -> str:
+    """The sentence of ``whole`` that was being said when the turn was cut after ``heard``
+    (the first not wholly heard; the last one when all was heard; '' for no text)."""
+    sentences = _sentences(whole)
+    done = 0
+    for sentence in sentences:
+        done += len(sentence) + 1
+        if done > len(" ".join(heard.split())) + 1:
+            return sentence
+    return sentences[-1] if sentences else ""
+
+
+_CLAUSE_BREAK = re.compile(r"[,;:]\s+|\s+(?=(?:and|but|then|so|or|while)\s)")
+_CLAUSE_LEAD = re.compile(r"^(?:and|but|then|so|or)\s+", re.IGNORECASE)
+
+
+def clauses(text: str) -> list[str]:
+    """The clauses of ``text``, without end punctuation or a leading conjunction ("and ...")."""
+    out = []
+    for sentence in _sentences(text):
+        for part in _CLAUSE_BREAK.split(sentence):
+            part = _CLAUSE_LEAD.sub("", part.strip(" ,;:.!?"))
+            if part:
+                out.append(part)
+    return out
+
+
+def _inner(text: str) -> str:
+    """``text`` to follow other words: its first letter lower-cased when it is a function word
+    ("The bus stops ..." -> "the bus stops ...")."""
+    first = text.split(" ", 1)[0]
+    if first.lower() in STOP_WORDS and first not in ("I", "I'm", "I'll", "I've", "I'd"):
+        return text[:1].lower() + text[1:]
+    return text
 
 
 _NUMBER = (
@@ -414,6 +477,244 @@ FEW_SHOTS: tuple[tuple[str, str], ...] = (
         "I'm not sure about parking near the bakery.",
     ),
 )
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands and replies about an interrupted turn
+# ---------------------------------------------------------------------------------------------
+
+#: Commands to stop or wait, strongest first: ``(name, pattern, acknowledgement naming it)``. A
+#: request made only of commands and courtesy words ("Wait, stop!", "Okay, stop there.",
+#: "Hold on a second, please.") is acknowledged by the strongest; the assistant then listens.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    (
+        "quiet",
+        r"(?:be |keep )?quiet|silence|shush|shh+|hush|stop talking|shut up",
+        "Okay, I'll be quiet.",
+    ),
+    (
+        "stop",
+        r"let me stop you|stop (?:it|that|please)|stop|enough|that's enough|that is enough",
+        "Okay, I'll stop.",
+    ),
+    (
+        "never_mind",
+        r"never ?mind|forget (?:it|that)|cancel(?: that)?|scratch that",
+        "Okay, never mind.",
+    ),
+    ("wait", r"wait(?: up)?|hold (?:on|it|up)|hang on", "Sure, I'll wait."),
+    (
+        "moment",
+        r"(?:just |only )?(?:one|a|1) (?:moment|second|sec|minute|bit)|"
+        r"just a (?:moment|second|sec)",
+        "Sure, take your time.",
+    ),
+)
+#: Words that may come with a command ("okay, stop there", "no no, wait a second, please").
+_COURTESY = (
+    r"okay|ok|no|please|sorry|hey|oh|um|uh|er|so|well|right|just|now|then|there|here|for|"
+    r"actually|again|guys|venus|robot|you"
+)
+_COMMAND_UNIT = re.compile(
+    "|".join(f"(?P<{name}>{pattern})" for name, pattern, _ in COMMANDS)
+    + rf"|(?P<courtesy>{_COURTESY})(?=\s|$)"
+)
+_COMMAND_REPLY = {name: reply for name, _, reply in COMMANDS}
+#: Command words a misheard short command is taken for when one letter away ("top" -> "stop").
+_COMMAND_WORDS = ("stop", "wait", "quiet", "hold", "hang")
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by at most one inserted, deleted or replaced letter."""
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b, strict=True)) <= 1
+    short, long = sorted((a, b), key=len)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
+def command_of(text: str, tolerant: bool = False) -> str | None:
+    """The strongest command (a :data:`COMMANDS` name) ``text`` is made of, or None when it
+    holds anything else.
+
+    ``tolerant``: a short request (three words at most) may hold a word one letter away from a
+    command word (the recogniser's "Top." for a clipped "Stop."); for use right after the
+    user cut the assistant off, where a command is what a short request most likely is.
+    """
+    words = _normalise(text).split()
+    if tolerant and len(words) <= 3:
+        words = [
+            next((c for c in _COMMAND_WORDS if len(w) >= 3 and _one_edit(w, c)), w) for w in words
+        ]
+    norm, pos, found = " ".join(words), 0, set()
+    while pos < len(norm):
+        match = _COMMAND_UNIT.match(norm, pos)
+        if match is None or (match.end() < len(norm) and norm[match.end()] != " "):
+            return None
+        found.add(match.lastgroup)
+        pos = match.end() + 1
+    return next((name for name, _, _ in COMMANDS if name in found), None)
+
+
+def _phrases(*patterns: str) -> re.Pattern[str]:
+    """The patterns joined, as one case-blind expression."""
+    return re.compile("".join(patterns), re.IGNORECASE)
+
+
+_EITHER = _phrases(
+    r"\b(?:did you (?:say|mean)|do you mean|was (?:it|that)|is (?:it|that)|you said)\s+",
+    r"(?P<a>[^,?.!;]+?)\s+or\s+(?P<b>[^,?.!;]+?)\s*[?.!]*$",
+)
+_ABOUT = _phrases(
+    r"\bwhat (?:did|do) you (?:just )?(?:say|mean|tell me|mention) about (?P<x>[^?.!,;]+)|",
+    r"\bwhat (?:was|is) (?:that|it) (?:you said )?about (?P<y>[^?.!,;]+)",
+)
+_WHICH = _phrases(
+    r"\b(?:which|what) (?P<x>[a-z]+(?: [a-z]+)?) ",
+    r"(?:was (?:that|it)|did you (?:say|mean|mention))\b",
+)
+_NOT_WHAT = _phrases(r"\bnot what i (?P<v>asked|meant|said|wanted|was asking)(?P<p> for| about)?\b")
+_ASK_AGAIN = {"asked": "ask", "meant": "mean", "said": "say", "wanted": "want", "was asking": "ask"}
+_LAST_PART = _phrases(r"\b(?:last|final|previous) (?:part|bit|sentence|thing|few words|words)\b")
+_RESTART = _phrases(
+    r"\b(?:start (?:again|over|from the (?:beginning|start|top))|",
+    r"from the (?:beginning|start|top)|begin again|back to the (?:beginning|start))\b",
+)
+_REPEAT = _phrases(
+    r"\b(?:repeat|say (?:that|it|this) again|come again|pardon|what did you (?:just )?say|",
+    r"what was that|one more time)\b",
+)
+_SHORTER = _phrases(
+    r"\b(?:short(?:er)? version|in short|briefly|in brief|sum (?:it|that) up|",
+    r"summar(?:y|ise|ize)|the gist|bottom line|(?:keep|make) it short|shorter)\b",
+)
+_SKIP_TO_END = _phrases(
+    r"\b(?:skip (?:ahead|forward|to the end)|",
+    r"(?:jump|go|get|fast forward|skip) (?:ahead )?to the end)\b",
+)
+_SLOWER = _phrases(r"\b(?:slow(?:er| down| it down)|more slowly|not so fast|too fast)\b")
+#: What the assistant says when the user cut in with a short utterance it could not make out:
+#: it has stopped, and gives the user the floor (a longer one is asked again: CLARIFY_PHRASE).
+STOPPED_PHRASE = "Okay, I'll stop. Go ahead."
+SHORT_CUT_IN_S = 1.0
+"""Most speech (s) in a cut-in taken for a command to stop when its words were not made out."""
+
+
+_WH_PHRASE = re.compile(
+    r"\bhow (?:long|much|many|often|far|early|late|soon)\b|\bwhat time\b|\bwhich (?:day|date)\b",
+    re.IGNORECASE,
+)
+
+
+def asked_words(request: str) -> set[str]:
+    """The content words of ``request`` without its wh-phrase ("how long", "what time"): what
+    it is about, not the kind of answer it wants."""
+    return content_words(_WH_PHRASE.sub(" ", request))
+
+
+def drop_commands(transcript: str) -> str:
+    """``transcript`` without its leading sentences that are only commands to stop or wait
+    ("Okay, stop there. Can you ...?" -> "Can you ...?"); unchanged when nothing else is left."""
+    sentences = _sentences(transcript)
+    while len(sentences) > 1 and command_of(sentences[0], tolerant=True) is not None:
+        sentences.pop(0)
+    return " ".join(sentences) if sentences else transcript
+
+
+def _clause_about(text: str, words: set[str], request: str) -> str:
+    """The clause of ``text`` sharing most of ``words``, else one holding what ``request`` asks
+    for (a day, a time, an amount...), else ''."""
+    kinds = [answer for question, answer in _ANSWER_TYPES if question.search(request)]
+    best, score = "", 0
+    for clause in clauses(text):
+        points = 2 * len(content_words(clause) & words) + sum(1 for a in kinds if a.search(clause))
+        if points > score:
+            best, score = clause, points
+    return best
+
+
+def _ended(text: str) -> str:
+    text = text.strip()
+    return text if not text or text[-1] in ".!?" else text + "."
+
+
+def about_cut_turn(heard: str, whole: str, request: str) -> tuple[str, str] | None:
+    """``(name, reply)`` for a request about a turn the user just cut off (``heard`` of
+    ``whole``), answered from that turn's text; None when the request is not one of these.
+
+    * "that's not what I asked": "Sorry. What did you ask?";
+    * "did you say A or B?": the one that was said, naming the other ("I said Thursday, not
+      Tuesday: on Thursdays it stays open late."), or that neither was;
+    * "what did you say about X?" / "which X was that?": the clause that mentions X (or holds
+      the kind of thing asked: a time, a day...), else that X was not mentioned;
+    * "repeat the last part" / "start again" / "say that again": the sentence that was cut
+      off, or the whole turn, said again;
+    * "the short version" / "skip to the end" / "slower": the turn's first clause, its last
+      one, or the rest of it from the sentence that was cut off.
+    """
+    if not whole:
+        return None
+    if match := _NOT_WHAT.search(request):
+        verb = _ASK_AGAIN[match.group("v").lower()] + (match.group("p") or "").lower()
+        return "not_what", f"Sorry. What did you {verb}?"
+    said = content_words(whole)
+    if match := _EITHER.search(request):
+        a, b = (" ".join(match.group(k).split()) for k in ("a", "b"))
+        wa, wb = content_words(a), content_words(b)
+        if wa and wb:
+            hits = [o for o, w in ((a, wa), (b, wb)) if w & said]
+            if len(hits) == 1:
+                other = b if hits[0] == a else a
+                clause = _clause_about(whole, content_words(hits[0]), request)
+                tail = f": {_inner(clause)}" if clause else ""
+                return "either", _ended(f"I said {hits[0]}, not {other}{tail}")
+            if not hits:
+                return "either", f"I didn't say {a} or {b}."
+    if match := _ABOUT.search(request):
+        x = (match.group("x") or match.group("y") or "").strip()
+        words = content_words(x)
+        if words:
+            phrase = request_phrase(x)[0] or x
+            clause = _clause_about(heard, words, request) or _clause_about(whole, words, request)
+            if not clause:
+                return "about", f"I didn't say anything about {phrase}."
+            if content_words(clause) & words:
+                return "about", _ended(f"I said {_inner(clause)}")
+            return "about", _ended(f"About {phrase}, I said {_inner(clause)}")
+    if match := _WHICH.search(request):
+        x = match.group("x").lower()
+        words = content_words(x)
+        if words:
+            clause = _clause_about(whole, words, request)
+            if clause:
+                return "about", _ended(f"I said {_inner(clause)}")
+            return "about", f"I didn't say which {x}."
+    sentence = cut_sentence(heard, whole)
+    parts = clauses(whole)
+    if _LAST_PART.search(request):
+        return "repeat", _ended(f"The last part was: {_inner(sentence)}")
+    if _RESTART.search(request):
+        return "repeat", _ended(f"Sure, from the start: {_inner(whole)}")
+    if _SHORTER.search(request) and parts:
+        first = clauses(_sentences(whole)[0])
+        short = first[:1]  # the first clause, with the next while it is too short to say much
+        for part in first[1:]:
+            if sum(len(p.split()) for p in short) >= 6:
+                break
+            short.append(part)
+        return "shorter", _ended(f"The short version: {_inner(', '.join(short))}")
+    if _SKIP_TO_END.search(request) and parts:
+        return "skip", _ended(f"Sure, skipping to the end: {_inner(parts[-1])}")
+    if match := _SLOWER.search(request):
+        rest = whole[whole.find(sentence) :] if sentence in whole else sentence
+        how = "go slower" if "slower" in match.group(0).lower() else "slow down"
+        return "slower", _ended(f"Sure, I'll {how}. {rest}")
+    if _REPEAT.search(request):
+        if re.search(r"\brepeat\b", request, re.IGNORECASE):
+            return "repeat", _ended(f"Sure, I'll repeat that. {sentence}")
+        return "repeat", _ended(f"I said: {sentence}")
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -909,7 +1210,7 @@ class CascadeResponder(Responder):
 
     def prepare(self, request: UserRequest) -> None:
         """Start generating the reply to ``request`` now, before the turn is taken."""
-        transcript = " ".join(request.transcript.split())
+        transcript = drop_commands(" ".join(request.transcript.split()))
         if self.engine is None or not transcript:
             return
         if self._intent(request, transcript)[0] != "generated":
@@ -940,7 +1241,8 @@ class CascadeResponder(Responder):
             # and be grounded in what was said (a tiny model invents), else that sentence is
             # said again
             check = lambda text: _grounded(content_words(text), news, known)  # noqa: E731
-            clarify = f"I said: {focus}"
+            clause = _clause_about(focus, asked_words(transcript), transcript) or focus
+            clarify = _ended(f"I said {_inner(clause)}")
             whole = True
         self._stream = ReplyStream(
             self.engine,
@@ -986,14 +1288,27 @@ class CascadeResponder(Responder):
 
     def _intent(self, request: UserRequest, transcript: str) -> tuple[str, str]:
         """``(intent, fixed reply)`` for a user request (reply empty where not fixed)."""
+        cut_in = self.conversation.just_interrupted()
+        short_cut_in = cut_in and request.asr and request.speech_s <= SHORT_CUT_IN_S
         if request.asr and not _HAS_WORD.search(transcript):
+            if short_cut_in:
+                return "stopped", STOPPED_PHRASE
             return "clarify", self.clarify_phrase
         words = _normalise(transcript)
         if transcript and (_ACK_ONLY.fullmatch(words) or is_filler_only(transcript)):
             return "user_ack", ""
+        command = command_of(transcript, tolerant=cut_in)
+        if command is not None:
+            return command, _COMMAND_REPLY[command]
+        cut = self.conversation.cut_turn()
+        about = about_cut_turn(*cut, transcript) if cut is not None and transcript else None
+        if about is not None:
+            return about
         fixed = self.fixed_phrase(transcript)
         if fixed is not None:
             return fixed
+        if short_cut_in and not content_words(transcript) and not request_phrase(transcript)[1]:
+            return "stopped", STOPPED_PHRASE  # a clipped word or two ("up.") after cutting in
         if self.engine is not None and transcript and self.about_answer(transcript):
             return "generated", ""
         if (transcript or not request.asr) and self.delegator(transcript):
@@ -1020,7 +1335,7 @@ class CascadeResponder(Responder):
                 return response
         if request is None:
             return None
-        transcript = " ".join(request.transcript.split())
+        transcript = drop_commands(" ".join(request.transcript.split()))
         intent, reply = self._intent(request, transcript)
         self.last_intent = intent
         if intent == "user_ack":
