@@ -11,6 +11,7 @@ import pytest
 
 from venus_ros.frontends.cascade.floor import (
     ACOUSTIC_FEATURES,
+    CONFIDENT_YIELD,
     MODEL_PATH,
     N_FEATURES,
     TEXT_DIM,
@@ -255,7 +256,9 @@ def hand_model(tmp_path: Path, **settings: object) -> Path:
 
 
 def test_policy_decisions_and_rules(tmp_path: Path) -> None:
-    policy = TrainedFloorPolicy(hand_model(tmp_path, yield_count=2), text=False)
+    policy = TrainedFloorPolicy(
+        hand_model(tmp_path, yield_count=2), text=False, confident_yield=1.5
+    )
     policy.reset()
     # two consecutive overlapping boundaries are needed to yield
     assert policy.decide(overlapping()) is FloorAction.KEEP_SPEAKING
@@ -291,6 +294,22 @@ def test_policy_decisions_and_rules(tmp_path: Path) -> None:
     waiting = make_obs(trailing_silence_s=2.4, user_turn_speech_s=1.0)
     assert strict.decide(waiting) is FloorAction.KEEP_LISTENING
     assert strict.decide(replace(waiting, trailing_silence_s=2.5)) is FloorAction.START_SPEAKING
+
+
+def test_one_confident_boundary_yields_without_the_streak(tmp_path: Path) -> None:
+    policy = TrainedFloorPolicy(hand_model(tmp_path, yield_count=2), text=False)
+    assert policy.confident_yield == CONFIDENT_YIELD
+    policy.reset()
+    assert policy.decide(overlapping()) is FloorAction.YIELD  # p_yield 0.993
+    assert policy.last_probs[0] >= CONFIDENT_YIELD
+    # less sure (overlap fraction 0.9: p_yield 0.982): the streak of two decides
+    policy.reset()
+    part = overlapping(overlap_s=0.9 * FRAMES * 0.032)
+    assert policy.decide(part) is FloorAction.KEEP_SPEAKING
+    assert 0.5 < policy.last_probs[0] < CONFIDENT_YIELD
+    assert policy.decide(replace(part, unit_index=4, t=5.0)) is FloorAction.YIELD
+    with pytest.raises(ValueError, match="confident_yield"):
+        TrainedFloorPolicy(hand_model(tmp_path), text=False, confident_yield=0.0)
 
 
 def test_policy_rejects_a_model_for_other_features(tmp_path: Path) -> None:

@@ -152,6 +152,38 @@ def test_policy_stops_between_boundaries_on_a_confident_head(tmp_path: Path) -> 
     assert policy_with(tmp_path, 0.95).decide(listening) is FloorAction.KEEP_LISTENING
 
 
+def test_a_final_transcript_over_the_turn_is_read_when_there_is_no_partial(
+    tmp_path: Path,
+) -> None:
+    """A short "Stop." ends before its partial: the final is read, at the level it was said."""
+    spoken = overlapping(substep=1, substeps=SUBSTEPS, turn_overlap_s=0.4)
+    ended = replace(
+        spoken,
+        substep=3,
+        user_speech_s=0.0,
+        user_speech_db=-120.0,
+        user_speaking=False,
+        trailing_silence_s=0.4,
+        user_text="Stop.",
+    )
+    policy = policy_with(tmp_path, 0.95)
+    assert policy.decide(spoken) is FloorAction.KEEP_SPEAKING  # no words yet
+    assert policy.decide(ended) is FloorAction.YIELD
+    # the same final after speech far below the user's level (a TV) does not stop it
+    quiet = policy_with(tmp_path, 0.95)
+    assert quiet.decide(replace(spoken, user_speech_db=-45.0)) is FloorAction.KEEP_SPEAKING
+    assert quiet.decide(ended) is FloorAction.KEEP_SPEAKING
+    assert quiet.last_interruption is None
+    # finals said before the turn (left in user_text by a backend reply) are not read over it
+    earlier = policy_with(tmp_path, 0.95)
+    assert earlier.decide(make_obs(user_text="Stop.", user_turn_speech_s=0.5)) in (
+        FloorAction.KEEP_LISTENING,
+        FloorAction.START_SPEAKING,
+    )
+    assert earlier.decide(ended) is FloorAction.KEEP_SPEAKING
+    assert earlier.decide(replace(ended, user_text="Stop. Wait.")) is FloorAction.YIELD
+
+
 class NamedEmbedder(CountingEmbedder):
     name = "stand-in/hash"
 

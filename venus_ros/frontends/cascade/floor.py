@@ -6,7 +6,8 @@ short history of earlier boundaries) into one feature vector and runs a two-laye
 
 * ``p_yield``: while the assistant speaks, the user's overlapping speech is a genuine
   interruption (it yields when ``p_yield >= yield_threshold`` on ``yield_count`` consecutive
-  boundaries); backchannels, remarks to someone else and background talk should keep it low;
+  boundaries, or on one with ``p_yield >= CONFIDENT_YIELD``); backchannels, remarks to someone
+  else and background talk should keep it low;
 * ``p_start``: while listening, the user has finished a turn that wants an answer (it starts
   speaking when ``p_start >= start_threshold``); a mid-sentence pause, a backchannel or
   background talk should keep it low.
@@ -103,6 +104,11 @@ MIN_INTERRUPT_OVERLAP_S = 0.2
 INTERRUPT_QUIET_DB = 7.0
 """Speech this far below the user's running level (a TV, someone across the room) never stops
 the assistant on the head's word alone."""
+CONFIDENT_YIELD = 0.99
+"""A boundary whose ``p_yield`` reaches this yields at once, without the ``yield_count`` streak:
+one such boundary was rare in remarks to others (0-4 % of them on training-split suites), and
+it comes a unit (about a second) sooner; chosen with the streak's threshold raised to 0.9
+(``models/floor_report.md``, "Yield rule changed")."""
 PRIOR_USER_DB = -26.0
 """The user's voiced level assumed before they spoke to a silent assistant (dBFS)."""
 FEATURE_VERSION = 2
@@ -465,9 +471,12 @@ class TrainedFloorPolicy(FloorPolicy):
     assistant's own echo). A score at or above the head's threshold, with at least
     :data:`MIN_INTERRUPT_OVERLAP_S` of overlapping speech and a level not
     :data:`INTERRUPT_QUIET_DB` below the user's running level, is a ``YIELD`` at once, at any
-    sub-step: the assistant stops within about half a second of a clear "wait" or "stop". The
-    boundary after such a stop sees it as a yield (the answer follows the user's end). Below the
-    threshold the boundary model decides as before.
+    sub-step: the assistant stops within about half a second of a clear "wait" or "stop". Where
+    there is no partial (a short "Stop." can end before one, and partials thin out after the
+    first second), the final transcripts since the assistant took the floor are read instead,
+    at the level of the latest unit with speech. The boundary after such a stop sees it as a
+    yield (the answer follows the user's end). Below the threshold the boundary model decides
+    as before.
 
     Args:
         path: The ONNX model (default :data:`MODEL_PATH`).
@@ -484,6 +493,8 @@ class TrainedFloorPolicy(FloorPolicy):
         yield_threshold: Override the model's value.
         start_threshold: Override the model's value.
         yield_count: Override the model's value.
+        confident_yield: ``p_yield`` at which one boundary yields (:data:`CONFIDENT_YIELD`;
+            above 1.0: only the streak does).
 
     Raises:
         FileNotFoundError: No model at ``path``.
@@ -507,6 +518,7 @@ class TrainedFloorPolicy(FloorPolicy):
         yield_threshold: float | None = None,
         start_threshold: float | None = None,
         yield_count: int | None = None,
+        confident_yield: float = CONFIDENT_YIELD,
     ) -> None:
         from venus_ros.engines.providers import make_session
 
@@ -540,6 +552,9 @@ class TrainedFloorPolicy(FloorPolicy):
             meta["start_threshold"] if start_threshold is None else start_threshold
         )
         self.yield_count = int(meta["yield_count"] if yield_count is None else yield_count)
+        if not confident_yield > 0.0:
+            raise ValueError(f"confident_yield: must be > 0, got {confident_yield}")
+        self.confident_yield = float(confident_yield)
         if text and embedder is None:
             from venus_ros.frontends.cascade.embed import Embedder
 
@@ -564,6 +579,11 @@ class TrainedFloorPolicy(FloorPolicy):
         self.last_probs: tuple[float, float] = (0.0, 0.0)
         self.last_interruption: float | None = None
         self._scored: tuple[str, float] | None = None
+        #: Level of the latest unit with user speech heard over the current turn (dBFS).
+        self._heard_db = PRIOR_USER_DB
+        #: The finals as the assistant took the floor (a turn that does not answer them, a
+        #: backend reply, leaves them in ``user_text``: only newer ones are read over it).
+        self._before_turn = ""
 
     def said_to_someone_else(self, obs: FloorObservation) -> bool:
         """Whether the latest of the user's sentences since the assistant took the floor that
@@ -582,13 +602,25 @@ class TrainedFloorPolicy(FloorPolicy):
 
     def interrupts(self, obs: FloorObservation) -> bool:
         """Whether the speech over the assistant is an interruption by the head's reading of
-        its partial transcript (see the class docstring); records the score."""
-        text = obs.transcript.strip()
-        if self.interruption is None or not obs.assistant_speaking or not text:
+        its transcript (see the class docstring); records the score.
+
+        The text is the partial transcript of the utterance in progress, or, when there is
+        none (a short "Stop." ends before a partial, or its partial window is over), the
+        final transcripts of the speech over this turn. Its level is that
+        of the unit so far, or of the latest unit with speech in this turn when the unit is
+        silent (the final comes after the speech ends)."""
+        if self.interruption is None or not obs.assistant_speaking:
             return False
-        if obs.turn_overlap_s < MIN_INTERRUPT_OVERLAP_S:
+        if obs.user_speech_s > 0:
+            self._heard_db = obs.user_speech_db
+        finals = obs.user_text
+        if self._before_turn and finals.startswith(self._before_turn):
+            finals = finals[len(self._before_turn) :]  # said before the turn (a backend reply's)
+        text = obs.transcript.strip() or finals.strip()
+        if not text or obs.turn_overlap_s < MIN_INTERRUPT_OVERLAP_S:
             return False
-        if obs.user_speech_s > 0 and obs.user_speech_db < self.user_db - INTERRUPT_QUIET_DB:
+        below = self.user_db - (obs.user_speech_db if obs.user_speech_s > 0 else self._heard_db)
+        if below > INTERRUPT_QUIET_DB:
             return False
         if self._scored is None or self._scored[0] != text:
             # a partial is kept between recognitions: score each text once, not per sub-step
@@ -605,6 +637,9 @@ class TrainedFloorPolicy(FloorPolicy):
 
     def decide(self, obs: FloorObservation) -> FloorAction:
         """The action at an observation (see the class docstring)."""
+        if not obs.assistant_speaking:
+            self._heard_db = self.user_db
+            self._before_turn = obs.user_text
         elsewhere = obs.assistant_speaking and self.said_to_someone_else(obs)
         interrupted = not elsewhere and self.interrupts(obs)
         if not obs.is_boundary:
@@ -629,7 +664,9 @@ class TrainedFloorPolicy(FloorPolicy):
         self.last_probs = (p_yield, p_start)
         if obs.assistant_speaking:
             self._streak = self._streak + 1 if p_yield >= self.yield_threshold else 0
-            yields = interrupted or self._streak >= self.yield_count
+            yields = (
+                interrupted or self._streak >= self.yield_count or p_yield >= self.confident_yield
+            )
             action = FloorAction.YIELD if yields and not elsewhere else FloorAction.KEEP_SPEAKING
         else:
             self._streak = 0
