@@ -787,6 +787,8 @@ def test_a_question_about_the_cut_turn_is_answered_from_what_it_said() -> None:
         "I said the museum is open until six on weekdays."
     )
     assert reply("What did you say about parking?") == "I didn't say anything about parking."
+    assert reply("What did you say of the hours?") == "I didn't say anything about the hours."
+    assert reply("What did you say?") == f"I said: {museum}"
     assert reply("Which bus was that?") == "I didn't say which bus."
     assert reply("Sorry, what did you say about my ticket?") == (
         "I didn't say anything about your ticket."
@@ -808,6 +810,11 @@ def test_a_question_about_the_cut_turn_is_answered_from_what_it_said() -> None:
         "Sure, I'll go slower. Loosen the roots, and move it into a wider pot."
     )
     assert reply("Is that safe for kids?", two) is None  # a new question: not about the words
+    assert reply("Briefly, how deep should the pot be?", two) is None  # a new topic, briefly
+    assert reply("Is it cheaper in a pot or a bag?", two) is None  # asks about things, not words
+    assert reply("Hmm, hold on. I need to write this down. Start again?", two) == (
+        f"Sure, from the start: {two}"
+    )
 
 
 def test_a_request_after_cutting_in_is_answered_without_its_commands() -> None:
@@ -827,3 +834,12 @@ def test_a_request_after_cutting_in_is_answered_without_its_commands() -> None:
         "The short version: to reset the router, hold the button for ten seconds."
     )
     assert responder.conversation.turns[-1][:2] == ("user", "Can you give me the short version?")
+    # the acknowledgement of a stop is no turn to ask about: the next words are about the answer
+    responder.heard("To reset the router, hold", True, "the button for ten seconds.")
+    assert responder.respond(request("Okay, stop there.")).spoken == "Okay, I'll stop."
+    responder.heard("Okay, I'll", True, "stop.")  # cut off in turn by the user's next words
+    asked = responder.respond(request("What did you say about the button?"))
+    assert asked.spoken == "I said hold the button for ten seconds."
+    assert responder.respond(request("Repeat that, please.")).spoken == (
+        "Sure, I'll repeat that. To reset the router, hold the button for ten seconds."
+    )

@@ -72,7 +72,7 @@ from venus_ros.frontends.policy import (
     delegate_all,
     speakable,
 )
-from venus_ros.text.repair import is_filler_only
+from venus_ros.text.repair import FILLER_WORDS, is_filler_only
 from venus_ros.text.requests import (
     STOP_WORDS,
     base_form,
@@ -520,6 +520,7 @@ _COMMAND_UNIT = re.compile(
     + rf"|(?P<courtesy>{_COURTESY})(?=\s|$)"
 )
 _COMMAND_REPLY = {name: reply for name, _, reply in COMMANDS}
+_STOP_ACKS = frozenset([*_COMMAND_REPLY, "stopped"])
 #: Command words a misheard short command is taken for when one letter away ("top" -> "stop").
 _COMMAND_WORDS = ("stop", "wait", "quiet", "hold", "hang")
 
@@ -563,13 +564,15 @@ def _phrases(*patterns: str) -> re.Pattern[str]:
 
 
 _EITHER = _phrases(
-    r"\b(?:did you (?:say|mean)|do you mean|was (?:it|that)|is (?:it|that)|you said)\s+",
+    r"\b(?:did you (?:say|mean)|do you mean|was (?:it|that)|you said)\s+",
     r"(?P<a>[^,?.!;]+?)\s+or\s+(?P<b>[^,?.!;]+?)\s*[?.!]*$",
 )
 _ABOUT = _phrases(
     r"\bwhat (?:did|do) you (?:just )?(?:say|mean|tell me|mention) about (?P<x>[^?.!,;]+)|",
     r"\bwhat (?:was|is) (?:that|it) (?:you said )?about (?P<y>[^?.!,;]+)",
 )
+_SAID_WHAT = _phrases(r"\bwhat did you (?:just )?say\b(?P<rest>[^?.!,;]*)")
+_DETERMINERS = frozenset("the a an my your his her their our this that".split())
 _WHICH = _phrases(
     r"\b(?:which|what) (?P<x>[a-z]+(?: [a-z]+)?) ",
     r"(?:was (?:that|it)|did you (?:say|mean|mention))\b",
@@ -590,8 +593,8 @@ _SHORTER = _phrases(
     r"summar(?:y|ise|ize)|the gist|bottom line|(?:keep|make) it short|shorter)\b",
 )
 _SKIP_TO_END = _phrases(
-    r"\b(?:skip (?:ahead|forward|to the end)|",
-    r"(?:jump|go|get|fast forward|skip) (?:ahead )?to the end)\b",
+    r"\b(?:(?:jump|go|get|fast forward|skip) (?:ahead |forward )?to the end|",
+    r"skip (?:ahead|forward))\b",
 )
 _SLOWER = _phrases(r"\b(?:slow(?:er| down| it down)|more slowly|not so fast|too fast)\b")
 #: What the assistant says when the user cut in with a short utterance it could not make out:
@@ -639,6 +642,28 @@ def _ended(text: str) -> str:
     return text if not text or text[-1] in ".!?" else text + "."
 
 
+#: Words of a request about how the turn is said ("can you give me the short version?") that
+#: name no topic of their own.
+_SPEECH_ACT_WORDS = frozenset(
+    "give tell explain read talk speak keep bit part version point thing skip jump start".split()
+)
+_ABOUT_SAYING = (_LAST_PART, _RESTART, _SHORTER, _SKIP_TO_END, _SLOWER, _REPEAT)
+
+
+_FILLER = re.compile(rf"\b{FILLER_WORDS}\b", re.IGNORECASE)
+
+
+def _new_topic(request: str, said: set[str]) -> bool:
+    """Whether the sentence of ``request`` that asks about how the turn is said ("Can you give
+    me the short version?"), without those words, names something the turn did not
+    (``said``: its content words): then it is a new request ("Briefly, what is X?")."""
+    asking = [t for t in _sentences(request) if any(p.search(t) for p in _ABOUT_SAYING)]
+    text = " ".join(asking)
+    for pattern in (*_ABOUT_SAYING, _FILLER):
+        text = pattern.sub(" ", text)
+    return bool(asked_words(text) - said - _SPEECH_ACT_WORDS)
+
+
 def about_cut_turn(heard: str, whole: str, request: str) -> tuple[str, str] | None:
     """``(name, reply)`` for a request about a turn the user just cut off (``heard`` of
     ``whole``), answered from that turn's text; None when the request is not one of these.
@@ -682,6 +707,18 @@ def about_cut_turn(heard: str, whole: str, request: str) -> tuple[str, str] | No
             if content_words(clause) & words:
                 return "about", _ended(f"I said {_inner(clause)}")
             return "about", _ended(f"About {phrase}, I said {_inner(clause)}")
+    if match := _SAID_WHAT.search(request):
+        rest = match.group("rest").split()
+        first = next((i for i, w in enumerate(rest) if content_words(w)), None)
+        if first is not None:  # "what did you say ... the time?": the time
+            if first > 0 and rest[first - 1].lower() in _DETERMINERS:
+                first -= 1
+            x = " ".join(rest[first:])
+            words = content_words(x)
+            clause = _clause_about(whole, words, request)
+            if clause and content_words(clause) & words:
+                return "about", _ended(f"I said {_inner(clause)}")
+            return "about", f"I didn't say anything about {request_phrase(x)[0] or x}."
     if match := _WHICH.search(request):
         x = match.group("x").lower()
         words = content_words(x)
@@ -690,6 +727,8 @@ def about_cut_turn(heard: str, whole: str, request: str) -> tuple[str, str] | No
             if clause:
                 return "about", _ended(f"I said {_inner(clause)}")
             return "about", f"I didn't say which {x}."
+    if _new_topic(request, said):
+        return None  # "briefly, what is X?": a new request, not one about how the turn is said
     sentence = cut_sentence(heard, whole)
     parts = clauses(whole)
     if _LAST_PART.search(request):
@@ -1185,6 +1224,7 @@ class CascadeResponder(Responder):
         self.conversation = Conversation()
         self._stream: ReplyStream | None = None
         self._last_spoken = ""
+        self._stop_ack = ""  # the acknowledgement of a command being said (not kept as a turn)
         #: The intent of the latest response (``"clarify"``, ``"user_ack"``, a fixed phrase's
         #: name, ``"delegate"``, ``"generated"``, ``"ack"``, ``"backend"``).
         self.last_intent = ""
@@ -1197,13 +1237,22 @@ class CascadeResponder(Responder):
             self._stream.cancel()
         self._stream = None
         self._last_spoken = ""
+        self._stop_ack = ""
         self.last_intent = ""
 
     # -- hooks the turn player calls -----------------------------------------------------------
 
     def heard(self, text: str, interrupted: bool, unheard: str = "") -> None:
         """The assistant's turn ended; ``text`` is what was played of it, ``unheard`` what it
-        was still about to say (kept as context for a question about the answer)."""
+        was still about to say (kept as context for a question about the answer).
+
+        An acknowledgement that it stopped ("Okay, I'll stop.") is not kept: the user's next
+        words ("the short version, please") are still about the turn they cut off.
+        """
+        said = " ".join(f"{text} {unheard}".split())
+        acknowledged, self._stop_ack = self._stop_ack, ""
+        if acknowledged and said == " ".join(acknowledged.split()):
+            return
         self.conversation.add("assistant", text, interrupted, unheard)
         if text.strip():
             self._last_spoken = " ".join(text.split())
@@ -1340,6 +1389,7 @@ class CascadeResponder(Responder):
         self.last_intent = intent
         if intent == "user_ack":
             return None
+        self._stop_ack = reply if intent in _STOP_ACKS else ""
         if intent == "generated":
             stream = self._start(transcript)
             self._stream = None  # handed to the turn player
