@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,15 +18,24 @@ from venus_ros.frontends import make_frontend
 from venus_ros.frontends.cascade.addressee import (
     CLEAR_REQUEST,
     CONVERSATION_S,
+    IDLE_KEY,
     MODEL_PATH,
+    OPENING_MAX_S,
+    OPENING_MIN_S,
     QUIET_MARGIN_DB,
+    SET_OFF_BAR,
+    SET_OFF_PAUSE_MAX_S,
+    SET_OFF_PAUSE_S,
     SOFTER_DB,
     STATEMENT_KEY,
     Addressee,
     Utterance,
     asks,
     exclaims,
+    load_idle_threshold,
     load_statement_threshold,
+    opening_of,
+    set_off_by_pause,
     set_off_opening,
     vocative,
 )
@@ -160,6 +170,8 @@ def test_names_questions_and_level_decide_before_the_text() -> None:
     assert far.level_delta_db == pytest.approx(-12.0)
     clear = Addressee("Venus", head=fixed_head(0.95), embedder=HashEmbedder())
     assert clear.judge(Utterance("what time is it", 0.0, clear.user_db - 12.0)).addressed
+    fragment = clear.judge(Utterance("on", 1.0, clear.user_db - 12.0))  # a far-off line's tail
+    assert (fragment.addressed, fragment.reason) == (False, "quiet")
     # below the head's threshold and softer than the user: not addressed; at the user's
     # level the phrasing alone does not drop speech (no statement threshold, no exclamation)
     low = Addressee("Venus", head=fixed_head(0.2), embedder=HashEmbedder())
@@ -204,6 +216,84 @@ def test_with_no_conversation_going_on_statements_need_a_higher_score() -> None:
     assert not plain.judge(Utterance("Sea bee, shut the gate.", 1.0, plain.user_db)).addressed
 
 
+def test_with_no_conversation_going_on_any_speech_needs_the_idle_threshold() -> None:
+    """Idle, at the user's level: a question scoring below the idle threshold is dropped
+    ("idle"), one at or above it kept; once the assistant was addressed by name the same
+    question is kept (a conversation is going on); the idle bar is off without a value."""
+    judge = Addressee("Venus", fixed_head(0.3), HashEmbedder(), idle_threshold=0.35)
+    level = judge.user_db
+    asked = judge.judge(Utterance("Why is the printer beeping again?", 0.0, level))
+    assert (asked.addressed, asked.reason) == (False, "idle")
+    assert judge.judge(Utterance("Venus, why is it beeping?", 2.0, level)).reason == "own_name"
+    assert judge.judge(Utterance("Why is the printer beeping again?", 4.0, level)).addressed
+    later = judge.judge(Utterance("Why is it beeping?", 4.5 + CONVERSATION_S, level))
+    assert (later.addressed, later.reason) == (False, "idle")  # idle again
+    above = Addressee("Venus", fixed_head(0.36), HashEmbedder(), idle_threshold=0.35)
+    assert above.judge(Utterance("Why is the printer beeping?", 0.0, above.user_db)).addressed
+    off = Addressee("Venus", fixed_head(0.3), HashEmbedder())
+    assert off.idle_threshold is None
+    assert off.judge(Utterance("Why is the printer beeping?", 0.0, off.user_db)).addressed
+
+
+def test_an_assistant_turn_starts_a_conversation() -> None:
+    """Speech soon after the assistant spoke is not idle, even long after the user last
+    addressed it (a follow-up to a long answer)."""
+    judge = Addressee("Venus", fixed_head(0.3), HashEmbedder(), idle_threshold=0.35)
+    judge.note_assistant_turn(40.0)
+    assert not judge.idle(41.0) and judge.idle(41.0 + CONVERSATION_S)
+    assert judge.judge(Utterance("Why is it beeping?", 45.0, judge.user_db)).addressed
+    judge.reset()
+    assert judge.idle(41.0)
+    with pytest.raises(ValueError, match="end_s"):
+        judge.note_assistant_turn(float("nan"))
+
+
+F = 0.032  # the VAD frame
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        # 10 frames of speech (0.32 s), a 6-frame pause, more speech: an opening set off
+        ([1] * 10 + [0] * 6 + [1] * 20, (10 * F, 6 * F)),
+        # leading silence is skipped; a 2-frame gap is between words, the 4-frame one a pause
+        ([0, 0] + [1] * 5 + [0] * 2 + [1] * 5 + [0] * 4 + [1] * 3, (12 * F, 4 * F)),
+        ([1] * 30 + [0] * 12, None),  # only the silence after the last word
+        ([1] * 12, None),
+        ([], None),
+    ],
+)
+def test_opening_of_finds_the_first_pause(
+    flags: list[int], expected: tuple[float, float] | None
+) -> None:
+    got = opening_of([bool(f) for f in flags], F)
+    if expected is None:
+        assert got is None
+    else:
+        assert got == pytest.approx(expected)
+
+
+def test_set_off_openings_with_no_conversation_going_on_need_a_clear_request() -> None:
+    """A short opening set off by a pause ("Tom, | have you seen ...", the name dropped by the
+    recogniser) is not addressed when idle unless the text reads clearly as a request; in a
+    conversation, or without the pause, it is."""
+    assert set_off_by_pause(0.4, SET_OFF_PAUSE_S) and not set_off_by_pause(0.4, 0.05)
+    assert not set_off_by_pause(OPENING_MAX_S + 0.1, 0.3) and not set_off_by_pause(None, None)
+    assert not set_off_by_pause(OPENING_MIN_S - 0.1, 0.3)  # a click before the words
+    assert not set_off_by_pause(0.4, SET_OFF_PAUSE_MAX_S + 0.1)  # two utterances
+    judge = Addressee("Venus", fixed_head(SET_OFF_BAR - 0.1), HashEmbedder())
+    level = judge.user_db
+    said = Utterance("Have you seen my glasses?", 0.0, level, opening_s=0.35, pause_s=0.2)
+    assert said.set_off
+    verdict = judge.judge(said)
+    assert (verdict.addressed, verdict.reason) == (False, "set_off")
+    plain = Utterance("Have you seen my glasses?", 1.0, level)
+    assert judge.judge(plain).addressed  # no pause: the text alone keeps it
+    assert judge.judge(replace(said, start_s=2.0)).addressed  # a conversation is going on
+    clear = Addressee("Venus", fixed_head(SET_OFF_BAR + 0.1), HashEmbedder())
+    assert clear.judge(said).addressed
+
+
 def test_softer_speech_needs_a_score_rising_with_how_much_softer() -> None:
     """From SOFTER_DB below the user the head's threshold (0.4) applies, rising linearly to
     CLEAR_REQUEST at the quiet margin."""
@@ -246,10 +336,15 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
         TextHead.load(tmp_path / "bad.npz")
     with pytest.raises(ValueError, match="statement_threshold"):
         Addressee("Venus", statement_threshold=1.0)
+    with pytest.raises(ValueError, match="idle_threshold"):
+        Addressee("Venus", idle_threshold=0.0)
     assert load_statement_threshold(tmp_path / "bad.npz") is None  # an older file: none
-    np.savez(tmp_path / "odd.npz", coef=np.zeros(3), **{STATEMENT_KEY: 2.0})
+    assert load_idle_threshold(tmp_path / "bad.npz") is None
+    np.savez(tmp_path / "odd.npz", coef=np.zeros(3), **{STATEMENT_KEY: 2.0, IDLE_KEY: -1.0})
     with pytest.raises(ValueError, match=STATEMENT_KEY):
         load_statement_threshold(tmp_path / "odd.npz")
+    with pytest.raises(ValueError, match=IDLE_KEY):
+        load_idle_threshold(tmp_path / "odd.npz")
 
 
 def test_head_round_trip(tmp_path: Path) -> None:
@@ -301,15 +396,49 @@ def test_training_data_is_training_material_only() -> None:
 
 
 def test_trainer_writes_a_loadable_head(tmp_path: Path) -> None:
-    from venus_ros.training.addressee import MIN_RECALL, MIN_RECALL_IDLE, train_addressee
+    from venus_ros.training.addressee import (
+        MIN_RECALL,
+        MIN_RECALL_HEARD,
+        MIN_RECALL_IDLE,
+        train_addressee,
+        training_texts,
+    )
 
-    report = train_addressee(tmp_path, embedder=HashEmbedder())
+    # recognised forms (as a recogniser may write two training phrases) join their phrase
+    heard = {
+        "Why is the sky blue?": ["why is this guy blue"],
+        "Ugh, the kettle is boiling over.": ["The cattle is boiling over."],
+    }
+    texts, labels, groups = training_texts(heard)
+    plain, _, _ = training_texts()
+    assert len(texts) == len(plain) + 2
+    for written, (form,) in heard.items():
+        assert groups[texts.index(form)] == groups[texts.index(written)]
+        assert labels[texts.index(form)] == labels[texts.index(written)]
+    report = train_addressee(tmp_path, embedder=HashEmbedder(), heard=heard)
     head = TextHead.load(tmp_path / MODEL_PATH.name)
     assert head.embedder == "hash16" and head.dim == 16
     assert report["cv_recall"] >= MIN_RECALL - 1e-9
     assert report["cv_idle_recall"] >= MIN_RECALL_IDLE - 1e-9
+    assert report["heard_texts"] == 2
+    # calibrated on the two recognised forms only: the addressed one is kept
+    assert report["cv_heard_recall"] >= MIN_RECALL_HEARD and 0 < report["idle_threshold"] < 1
     assert load_statement_threshold(tmp_path / MODEL_PATH.name) == report["statement_threshold"]
-    assert "held-out" in (tmp_path / "addressee_report.md").read_text(encoding="utf-8")
+    assert load_idle_threshold(tmp_path / MODEL_PATH.name) == report["idle_threshold"]
+    assert "idle threshold" in (tmp_path / "addressee_report.md").read_text(encoding="utf-8")
+
+
+def test_recognised_forms_are_what_whisper_writes_and_are_cached() -> None:
+    """Spoken by a training voice and recognised by the real Whisper tiny.en; the cache answers
+    the second time (no recogniser needed)."""
+    from venus_ros.training.addressee import recognised_forms
+
+    cache: dict[str, list[str]] = {}
+    phrases = [("Can you open the front door, please?", 1)]
+    forms = recognised_forms(phrases, seed=3, cache=cache)
+    (form,) = forms[phrases[0][0]]
+    assert "door" in form.lower() and len(cache) == 1
+    assert recognised_forms(phrases, seed=3, cache=cache, asr=object()) == forms
 
 
 # ---------------------------------------------------------------------------- whole frontend

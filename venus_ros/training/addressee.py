@@ -14,7 +14,12 @@ finished utterance reads as said to an assistant. Deterministic for a seed:
    The evaluation part (:mod:`venus_ros.eval.phrases_eval`) is never trained on: it is read
    only to leave out its phrases and names.
 2. Each text also as a speech recogniser may write it: lower case without punctuation (not
-   the garbled vocatives: without their comma they read as plain requests).
+   the garbled vocatives: without their comma they read as plain requests); and as the
+   frontend's recogniser (Whisper tiny.en) really wrote it when the synthesizer's training
+   voices spoke it (:func:`recognised_forms`: names it does not know come out as other words
+   or vanish, "Priya, the taxi is outside." -> "name it, let her come up side."), cached under
+   the user cache directory (``venus_ros/addressee_heard.json``; ``--fresh`` recognises
+   again, ``--no-speech`` leaves them out).
 3. Features: the all-MiniLM-L6-v2 sentence embedding next to the router's hashed words and
    word pairs (:func:`~venus_ros.frontends.cascade.router.lexical_features`).
 4. :func:`~venus_ros.training.router.fit_logistic` (class-balanced, L2), in 5 folds split by
@@ -24,9 +29,13 @@ finished utterance reads as said to an assistant. Deterministic for a seed:
    evidence catches many remarks). On the same held-out scores, the statement threshold
    (:func:`calibrate_statement_threshold`: how the gate judges speech at the user's level with
    no conversation going on, :func:`~venus_ros.frontends.cascade.addressee.reads_aside`) is the
-   highest that still keeps >= :data:`MIN_RECALL_IDLE` of the addressed texts.
-5. The head is refitted on everything and written with its report; the statement threshold is
-   stored next to it in the model file.
+   highest that still keeps >= :data:`MIN_RECALL_IDLE` of the addressed texts (on the texts
+   as written and their lower-case forms); the idle threshold (any speech at the user's level
+   with no conversation going on, :data:`~venus_ros.frontends.cascade.addressee.IDLE_KEY`) is
+   :func:`~venus_ros.training.router.calibrate_threshold` on the recognised forms with recall
+   >= :data:`MIN_RECALL_HEARD`.
+5. The head is refitted on everything and written with its report; the statement and idle
+   thresholds are stored next to it in the model file.
 
 Outputs: ``addressee.npz`` and ``addressee_report.md`` in ``frontends/cascade/models``.
 """
@@ -34,15 +43,19 @@ Outputs: ``addressee.npz`` and ``addressee_report.md`` in ``frontends/cascade/mo
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import time
-from collections.abc import Sequence
+import zlib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from venus_ros.frontends.cascade.addressee import (
+    IDLE_KEY,
     MODEL_PATH,
     STATEMENT_KEY,
     reads_aside,
@@ -63,6 +76,7 @@ __all__ = [
     "EXTRA_NOT_ADDRESSED",
     "EXTRA_VOCATIVES",
     "MIN_RECALL",
+    "MIN_RECALL_HEARD",
     "MIN_RECALL_IDLE",
     "MISHEARD_WORDS",
     "asr_form",
@@ -70,12 +84,18 @@ __all__ = [
     "evaluation_names",
     "evaluation_phrases",
     "main",
+    "recognised_forms",
+    "spoken_phrases",
     "train_addressee",
+    "training_phrases",
     "training_texts",
 ]
 
 MIN_RECALL = 0.97
 """Least share of addressed speech kept, on held-out folds."""
+MIN_RECALL_HEARD = 0.99
+"""Least share of addressed speech, as the recogniser wrote it, that the idle threshold keeps
+on held-out folds (:data:`~venus_ros.frontends.cascade.addressee.IDLE_KEY`)."""
 MIN_RECALL_IDLE = 0.996
 """Least share of addressed speech the statement rule keeps on held-out folds
 (:func:`calibrate_statement_threshold`). Stricter than :data:`MIN_RECALL`: the recogniser
@@ -91,6 +111,12 @@ NAMES_PER_TEMPLATE = 6
 vocatives do not outweigh the other speech not addressed)."""
 GARBLED_PER_TEMPLATE = 4
 """Garbled-name forms of every vocative template."""
+VOICES_SINGLE = 3
+"""Voices that speak a phrase with no other variant (:func:`recognised_forms`)."""
+NOISE_SHARE = 0.5
+"""Share of the spoken phrases with room noise added."""
+NOISE_SNR_DB: tuple[float, float] = (10.0, 25.0)
+"""Range of the speech-to-noise ratio where noise is added."""
 
 #: More speech not meant for the assistant (written for this trainer; training data only).
 EXTRA_NOT_ADDRESSED: tuple[str, ...] = (
@@ -437,15 +463,14 @@ def evaluation_names() -> frozenset[str]:
     return frozenset(n.lower() for n in phrases_eval.OTHER_NAMES)
 
 
-def training_texts() -> tuple[list[str], np.ndarray, np.ndarray]:
-    """The training texts, their labels (True: addressed) and phrase groups.
+#: One training phrase group: its variants as written (each also in :func:`asr_form`), whether
+#: it is addressed, and variants kept only as written (the garbled vocatives).
+Phrase = tuple[list[str], bool, list[str]]
 
-    Each phrase comes twice (as written and in :func:`asr_form`); both share a group, and
-    the vocative templates share one group over all names and their garbled forms (these are
-    kept as written only: without the comma they read as a request). A text that is also an
-    evaluation phrase (:func:`evaluation_phrases`), or a name of the evaluation part, is left
-    out.
-    """
+
+def training_phrases() -> list[Phrase]:
+    """The training phrase groups (see :func:`training_texts`), evaluation phrases not yet
+    left out."""
     from venus_ros.eval.synth import FAMILIES
 
     fam = FAMILIES["train"]
@@ -477,6 +502,26 @@ def training_texts() -> tuple[list[str], np.ndarray, np.ndarray]:
         *EXTRA_NOT_ADDRESSED,
     )
     phrases += [([t], False, []) for t in others]
+    return phrases
+
+
+def training_texts(
+    heard: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The training texts, their labels (True: addressed) and phrase groups.
+
+    Each phrase comes twice (as written and in :func:`asr_form`), and with ``heard`` also as
+    the recogniser wrote it when spoken (:func:`recognised_forms`); all share a group, and
+    the vocative templates share one group over all names and their garbled forms (these are
+    kept as written only: without the comma they read as a request). A text that is also an
+    evaluation phrase (:func:`evaluation_phrases`), or a name of the evaluation part, is left
+    out.
+
+    Args:
+        heard: Recognised forms per phrase as written (None: none).
+    """
+    phrases = training_phrases()
+    heard = heard or {}
     held_out = evaluation_phrases()
     texts: list[str] = []
     labels: list[bool] = []
@@ -484,12 +529,126 @@ def training_texts() -> tuple[list[str], np.ndarray, np.ndarray]:
     for group, (variants, label, as_written) in enumerate(phrases):
         kept = [t for t in variants if asr_form(t) not in held_out]
         forms = [v for t in kept for v in (t, asr_form(t))]
+        forms += [h for t in kept for h in heard.get(t, ()) if h and asr_form(h) not in held_out]
         forms += [t for t in as_written if asr_form(t) not in held_out]
         for text in dict.fromkeys(forms):
             texts.append(text)
             labels.append(label)
             groups.append(group)
     return texts, np.array(labels), np.array(groups)
+
+
+def spoken_phrases() -> list[tuple[str, int]]:
+    """The phrases as written that :func:`recognised_forms` speaks, each with how many
+    voices: :data:`VOICES_SINGLE` for a phrase with one variant, one for each variant of a
+    group of several (the router corpus's paraphrases, a vocative with each of its names);
+    the garbled vocatives are not spoken (they already stand for a misheard name)."""
+    held_out = evaluation_phrases()
+    out: dict[str, int] = {}
+    for variants, _, _ in training_phrases():
+        kept = [t for t in variants if asr_form(t) not in held_out]
+        for text in kept:
+            out.setdefault(text, VOICES_SINGLE if len(kept) == 1 else 1)
+    return list(out.items())
+
+
+def recognised_forms(
+    phrases: Sequence[tuple[str, int]],
+    *,
+    seed: int = 0,
+    asr: Any = None,
+    cache: dict[str, list[str]] | None = None,
+    progress: bool = False,
+) -> dict[str, list[str]]:
+    """Every phrase spoken by seeded training voices (espeak-ng, the synthesizer's training
+    voices and rates, half of them with room noise) and written down by the frontend's
+    recogniser (Whisper tiny.en): how the gate really reads it, names misheard included.
+
+    Args:
+        phrases: ``(text, voices)`` pairs (:func:`spoken_phrases`).
+        seed: Fixes voices, rates and noise (each phrase from its own generator).
+        asr: A :class:`~venus_ros.audio.asr.WhisperAsr` (default: tiny.en).
+        cache: Recognised forms per key, read and filled in.
+        progress: Print a line every 100 phrases.
+
+    Returns:
+        The recognised forms per phrase text.
+    """
+    cache = {} if cache is None else cache
+    speaker: _Speaker | None = None
+    out: dict[str, list[str]] = {}
+    for i, (text, count) in enumerate(phrases):
+        key = f"{seed}|{count}|{text}"
+        forms = cache.get(key)
+        if forms is None:
+            speaker = speaker or _Speaker(asr)
+            rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
+            forms = cache[key] = speaker.heard(text, count, rng)
+        out[text] = forms
+        if progress and i % 100 == 99:
+            print(f"  {i + 1}/{len(phrases)} phrases spoken", flush=True)
+    return out
+
+
+class _Speaker:
+    """Training voices and the recogniser, built on first use."""
+
+    def __init__(self, asr: Any = None) -> None:
+        from venus_ros.audio.asr import WhisperAsr
+
+        self._asr = asr if asr is not None else WhisperAsr(word_timestamps=False)
+        self._engines: dict[str, Any] = {}
+
+    def heard(self, text: str, count: int, rng: np.random.Generator) -> list[str]:
+        """What the recogniser writes for ``text`` spoken by ``count`` distinct voices."""
+        import soxr
+
+        from venus_ros.audio.asr import SAMPLE_RATE
+        from venus_ros.audio.tts import EspeakTts
+        from venus_ros.eval.synth import FAMILIES, RATE_WPM, room_noise, trim
+
+        voices = FAMILIES["train"].espeak_voices
+        lead = np.zeros(SAMPLE_RATE // 5, np.float32)
+        out = []
+        for voice in rng.choice(voices, size=min(count, len(voices)), replace=False):
+            engine = self._engines.get(str(voice))
+            if engine is None:
+                engine = self._engines[str(voice)] = EspeakTts(str(voice), output_rate=SAMPLE_RATE)
+            engine.rate_wpm = int(rng.integers(RATE_WPM[0], RATE_WPM[1] + 1))
+            audio, rate = engine.render(text.replace("-", " "))
+            audio = np.asarray(audio, np.float32)
+            if rate != SAMPLE_RATE:
+                audio = soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32)
+            audio = np.concatenate([lead, trim(audio), lead])
+            if rng.random() < NOISE_SHARE:
+                rms = max(float(np.sqrt(np.mean(audio**2))), 1e-4)
+                snr = rng.uniform(*NOISE_SNR_DB)
+                audio = audio + room_noise(rng, audio.size, 20 * np.log10(rms) - snr)
+            out.append(" ".join(self._asr.transcribe(audio.astype(np.float32)).text.split()))
+        return out
+
+
+def _heard_cached(seed: int, fresh: bool, progress: bool) -> dict[str, list[str]]:
+    """:func:`recognised_forms` of :func:`spoken_phrases` through the cache file under the user
+    cache directory (``venus_ros/addressee_heard.json``)."""
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    path = Path(root) / "venus_ros" / "addressee_heard.json"
+    known = {} if fresh else _read_json(path)
+    size = len(known)
+    heard = recognised_forms(spoken_phrases(), seed=seed, cache=known, progress=progress)
+    if len(known) > size:  # something was recognised: keep it for the next run
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(known), encoding="utf-8")
+    return heard
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; empty when it is missing, unreadable or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def calibrate_statement_threshold(
@@ -514,7 +673,11 @@ def calibrate_statement_threshold(
 
 
 def train_addressee(
-    out: str | Path | None = None, *, seed: int = 0, embedder: TextEmbedder | None = None
+    out: str | Path | None = None,
+    *,
+    seed: int = 0,
+    embedder: TextEmbedder | None = None,
+    heard: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Train the head, write ``addressee.npz`` and ``addressee_report.md``, return the report.
 
@@ -522,18 +685,34 @@ def train_addressee(
         out: Output folder (default: the package's ``frontends/cascade/models``).
         seed: Fixes the folds.
         embedder: Sentence embedder (default: fp32 all-MiniLM-L6-v2).
+        heard: Recognised forms of the phrases (:func:`recognised_forms`; None: none, and the
+            idle threshold is calibrated on every text).
     """
     started = time.perf_counter()
     if embedder is None:
         from venus_ros.frontends.cascade.embed import Embedder
 
         embedder = Embedder()
-    texts, y, groups = training_texts()
+    texts, y, groups = training_texts(heard)
     x = head_features(embedder.embed(texts), texts, LEXICAL_DIMS, LEXICAL_SCALE)
     held_out = held_out_scores(x, y, grouped_folds(y, groups, seed, FOLDS), L2)
     threshold = calibrate_threshold(held_out, y, MIN_RECALL)
     cv = metrics(held_out, y, threshold)
-    statement, cv_idle = calibrate_statement_threshold(texts, held_out, y, threshold)
+    spoken = {h for forms in (heard or {}).values() for h in forms}
+    as_heard = np.array([t in spoken for t in texts]) if spoken else np.ones(len(texts), bool)
+    # the statement rule on the texts as written (and in recogniser form), as before; the idle
+    # threshold on the recognised forms (all texts where none were spoken)
+    written = ~as_heard if spoken else as_heard
+    statement, cv_idle = calibrate_statement_threshold(
+        [t for t, w in zip(texts, written, strict=True) if w],
+        held_out[written],
+        y[written],
+        threshold,
+    )
+    # kept inside (0, 1), where the gate accepts it (a bar of 0 would drop nothing anyway)
+    idle = calibrate_threshold(held_out[as_heard], y[as_heard], MIN_RECALL_HEARD)
+    idle = float(np.clip(idle, 1e-3, 1.0 - 1e-3))
+    cv_heard = metrics(held_out[as_heard], y[as_heard], idle)
     coef, intercept = fit_logistic(x, y, L2)
     head = TextHead(coef, intercept, threshold, embedder.name, LEXICAL_DIMS, LEXICAL_SCALE)
     out_dir = Path(out) if out is not None else MODEL_PATH.parent
@@ -542,7 +721,8 @@ def train_addressee(
     head.save(path)
     with np.load(path, allow_pickle=False) as data:
         fields = {k: data[k] for k in data.files}
-    np.savez(path, **fields, **{STATEMENT_KEY: np.float64(statement)})
+    extra = {STATEMENT_KEY: np.float64(statement), IDLE_KEY: np.float64(idle)}
+    np.savez(path, **fields, **extra)
     misses = sorted(
         ((float(held_out[i]), texts[i], bool(y[i])) for i in range(len(texts))),
         key=lambda r: abs(r[0] - threshold),
@@ -562,6 +742,10 @@ def train_addressee(
         "statement_threshold": statement,
         "cv_idle_recall": cv_idle[0],
         "cv_idle_specificity": cv_idle[1],
+        "idle_threshold": idle,
+        "heard_texts": int(as_heard.sum()) if spoken else 0,
+        "cv_heard_recall": cv_heard.recall,
+        "cv_heard_specificity": cv_heard.specificity,
         "cv_errors": wrong,
         "cv_scores": held_out,
         "cv_texts": texts,
@@ -591,6 +775,12 @@ def _markdown(r: dict[str, Any]) -> str:
         f"`addressee.reads_aside`): held-out recall {100 * r['cv_idle_recall']:.1f}%"
         f" (goal >= {100 * MIN_RECALL_IDLE:.1f}%), "
         f"specificity {100 * r['cv_idle_specificity']:.1f}%",
+        f"- idle threshold {r['idle_threshold']:.4f} (with no conversation going on, speech at "
+        "the user's level scoring below it is dropped), calibrated on the "
+        f"{r['heard_texts']} texts as the recogniser wrote them when spoken by training voices "
+        f"(all texts where none were spoken): held-out recall {100 * r['cv_heard_recall']:.1f}%"
+        f" (goal >= {100 * MIN_RECALL_HEARD:.0f}%), "
+        f"specificity {100 * r['cv_heard_specificity']:.1f}%",
         "",
         f"Held-out errors ({len(r['cv_errors'])}; score, text, addressed):",
         "",
@@ -604,15 +794,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="output folder")
     parser.add_argument("--seed", type=int, default=0, help="fold seed (default 0)")
+    parser.add_argument(
+        "--no-speech", action="store_true", help="train without the recognised forms"
+    )
+    parser.add_argument("--fresh", action="store_true", help="recognise again (ignore the cache)")
     args = parser.parse_args(argv)
-    report = train_addressee(args.out, seed=args.seed)
+    heard = None if args.no_speech else _heard_cached(args.seed, args.fresh, progress=True)
+    report = train_addressee(args.out, seed=args.seed, heard=heard)
     print(
         f"addressee head: {report['texts']} texts, threshold {report['threshold']:.4f}, "
         f"held-out recall {100 * report['cv_recall']:.1f}%, "
         f"specificity {100 * report['cv_specificity']:.1f}%; statement threshold "
         f"{report['statement_threshold']:.2f}, with no conversation going on recall "
         f"{100 * report['cv_idle_recall']:.1f}%, "
-        f"specificity {100 * report['cv_idle_specificity']:.1f}%"
+        f"specificity {100 * report['cv_idle_specificity']:.1f}%; idle threshold "
+        f"{report['idle_threshold']:.2f}, as heard recall {100 * report['cv_heard_recall']:.1f}%, "
+        f"specificity {100 * report['cv_heard_specificity']:.1f}%"
     )
     return 0
 

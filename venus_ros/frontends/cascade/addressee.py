@@ -17,7 +17,7 @@ its final transcript, where it was, how loud it was) from general evidence, in t
    quieter than the user. Its voiced level is compared with the user's running level (the
    mean of the utterances judged addressed, starting from :data:`PRIOR_USER_DB`); at least
    :data:`QUIET_MARGIN_DB` below it, and not phrased clearly as a request (text score below
-   :data:`CLEAR_REQUEST`), -> not addressed.
+   :data:`CLEAR_REQUEST`, or fewer than :data:`MIN_WORDS` words), -> not addressed.
 5. **Phrasing**: a tiny logistic head on the all-MiniLM-L6-v2 sentence embedding next to
    hashed words and word pairs (the router's
    :func:`~venus_ros.frontends.cascade.router.lexical_features`; ``models/addressee.npz``,
@@ -32,16 +32,27 @@ its final transcript, where it was, how loud it was) from general evidence, in t
    * **softer** than the user (at least :data:`SOFTER_DB` below the user's level: turned away,
      farther): below a bar that rises from the head's threshold at :data:`SOFTER_DB` to
      :data:`CLEAR_REQUEST` at the quiet margin -> not addressed;
-   * **no conversation going on** (nothing addressed in the :data:`CONVERSATION_S` before it)
-     and at the user's level (:func:`reads_aside`): a *statement* that asks nothing
-     (:func:`asks`: no question, no request, "Oh no, it's starting to rain.") scoring below the
-     model's statement threshold (low: calibrated on held-out phrases to keep 99.8 % of
-     requests, since the recogniser garbles some questions into statements), or
+   * **no conversation going on** (nothing addressed, and no assistant turn ended, in the
+     :data:`CONVERSATION_S` before it) and at the user's level (:func:`reads_aside`): a
+     *statement* that asks nothing (:func:`asks`: no question, no request, "Oh no, it's
+     starting to rain.") scoring below the model's statement threshold (low: calibrated on
+     held-out phrases to keep 99.6 % of requests, since the recogniser garbles some questions
+     into statements), or
      an opening set off by a comma that may be a name the recogniser misheard
      (:func:`set_off_opening`: "Sea bee, could you ..." for a name it never heard), or a
      statement that opens with an exclamation or a call to wait (:func:`exclaims`: "Oops,
-     ...", "Hold on, ...") scoring below the head's threshold -> not addressed. In a
-     conversation, the phrasing at the user's level never drops speech.
+     ...", "Hold on, ...") scoring below the head's threshold -> not addressed;
+   * **no conversation going on**, anything else scoring below the model's *idle threshold*
+     (:data:`IDLE_KEY`; calibrated by the trainer on held-out phrases as the recogniser
+     writes them when training voices speak them, to keep 99 % of requests) -> not addressed:
+     with nobody talking to the assistant, speech must read as said to it to be answered,
+     since people in a room mostly talk to each other;
+   * **no conversation going on**, an utterance that opens with a short phrase set off by a
+     pause (:func:`set_off_by_pause`, from the VAD frames: "Tom, | have you seen ...",
+     "Ugh, | the kettle ...", a name the recogniser dropped or garbled, an interjection, a call
+     to wait) scoring below :data:`SET_OFF_BAR` -> not addressed (prosody: a vocative or a
+     reaction is said as a phrase of its own; a request to the assistant rarely opens so).
+   In a conversation, the phrasing at the user's level never drops speech.
 
 Nothing here is keyed to a sentence of an evaluation suite; the lexicons are general English
 (discourse words and lead-ins that start sentences, terms of address, question words,
@@ -70,9 +81,17 @@ __all__ = [
     "ANSWER_WINDOW_S",
     "CLEAR_REQUEST",
     "CONVERSATION_S",
+    "IDLE_KEY",
+    "MIN_WORDS",
     "MODEL_PATH",
+    "OPENING_MAX_S",
+    "OPENING_MIN_S",
+    "PAUSE_S",
     "PRIOR_USER_DB",
     "QUIET_MARGIN_DB",
+    "SET_OFF_BAR",
+    "SET_OFF_PAUSE_MAX_S",
+    "SET_OFF_PAUSE_S",
     "SOFTER_DB",
     "STATEMENT_KEY",
     "Addressee",
@@ -80,8 +99,11 @@ __all__ = [
     "Verdict",
     "asks",
     "exclaims",
+    "load_idle_threshold",
     "load_statement_threshold",
+    "opening_of",
     "reads_aside",
+    "set_off_by_pause",
     "set_off_opening",
     "vocative",
 ]
@@ -90,6 +112,9 @@ MODEL_PATH = Path(__file__).resolve().parent / "models" / "addressee.npz"
 """The committed text head (weights, threshold, embedder name, statement threshold)."""
 STATEMENT_KEY = "statement_threshold"
 """Key of the model file's statement threshold (:func:`load_statement_threshold`)."""
+IDLE_KEY = "idle_threshold"
+"""Key of the model file's idle threshold (:func:`load_idle_threshold`): with no conversation
+going on, speech at the user's level scoring below it is not addressed."""
 CONVERSATION_S = 30.0
 """Speech starting this soon after the start of an addressed utterance is in a conversation."""
 ANSWER_WINDOW_S = 6.0
@@ -104,6 +129,27 @@ SOFTER_DB = 3.0
 """Speech this far below the user's level may be dropped on its phrasing alone."""
 CLEAR_REQUEST = 0.9
 """A text score at or above this overrides the level evidence (a quiet user still asking)."""
+PAUSE_S = 0.09
+"""A silence this long or longer within an utterance is a pause (:func:`opening_of`; shorter
+gaps are between words)."""
+OPENING_MAX_S = 0.8
+"""An opening phrase set off by a pause is at most this long (a name or two, an interjection,
+"hold on": :func:`set_off_by_pause`)."""
+OPENING_MIN_S = 0.2
+"""... and at least this long (a shorter one is a click or a breath the VAD took for speech)."""
+SET_OFF_PAUSE_S = 0.09
+"""The pause that sets an opening phrase off (a comma's pause: Silero's frames mark 0.1-0.3 s
+of one in training voices; see :func:`set_off_by_pause`)."""
+SET_OFF_PAUSE_MAX_S = 0.35
+"""... and at most this long: the VAD ends an utterance after 0.3 s of silence, so a longer one
+joins two utterances whose transcripts came together (the next one began before the first
+was judged)."""
+SET_OFF_BAR = 0.6
+"""With no conversation going on, speech set off that way needs this text score (it reads as a
+request) to be addressed."""
+MIN_WORDS = 3
+"""Quiet speech needs at least this many words for its text score to override the level (a
+fragment of a far-off line, "on", can score anything)."""
 LEVEL_WEIGHT = 0.3
 """Weight of a new addressed utterance's level in the user's running level."""
 
@@ -368,12 +414,23 @@ def load_statement_threshold(path: str | Path) -> float | None:
     """The statement threshold a model file written by the trainer holds (:data:`STATEMENT_KEY`),
     or None when it has none (an older file: the phrasing then never drops speech at the
     user's level)."""
+    return _load_threshold(path, STATEMENT_KEY)
+
+
+def load_idle_threshold(path: str | Path) -> float | None:
+    """The idle threshold a model file written by the trainer holds (:data:`IDLE_KEY`), or None
+    when it has none (an older file: only :func:`reads_aside` judges idle speech at the user's
+    level)."""
+    return _load_threshold(path, IDLE_KEY)
+
+
+def _load_threshold(path: str | Path, key: str) -> float | None:
     with np.load(Path(path), allow_pickle=False) as data:
-        if STATEMENT_KEY not in data.files:
+        if key not in data.files:
             return None
-        value = float(data[STATEMENT_KEY])
+        value = float(data[key])
     if not 0.0 < value < 1.0:
-        raise ValueError(f"{path}: {STATEMENT_KEY} must be in (0, 1), got {value}")
+        raise ValueError(f"{path}: {key} must be in (0, 1), got {value}")
     return value
 
 
@@ -411,12 +468,68 @@ class Utterance:
             over the assistant's own audio).
         after_question_s: Seconds from the end of the latest assistant turn to ``start_s``
             when that turn ended with a question; None otherwise.
+        opening_s: Seconds of speech before its first pause of at least :data:`PAUSE_S` that
+            more speech follows (None: no such pause, or unknown).
+        pause_s: That pause's length (None with ``opening_s``).
     """
 
     text: str
     start_s: float = 0.0
     speech_db: float | None = None
     after_question_s: float | None = None
+    opening_s: float | None = None
+    pause_s: float | None = None
+
+    @property
+    def set_off(self) -> bool:
+        """Whether it opens with a short stretch of speech set off by a pause
+        (:func:`set_off_by_pause`)."""
+        return set_off_by_pause(self.opening_s, self.pause_s)
+
+
+def set_off_by_pause(opening_s: float | None, pause_s: float | None) -> bool:
+    """Whether an utterance opens with :data:`OPENING_MIN_S` to :data:`OPENING_MAX_S` of
+    speech followed by a pause of :data:`SET_OFF_PAUSE_S` to :data:`SET_OFF_PAUSE_MAX_S`
+    ("Tom, | have you seen ...", "Ugh, | the kettle ...", "Hold on, | my phone ..."): a name,
+    an interjection or a call to wait said as a phrase of its own, which the recogniser often
+    drops or garbles (a name it does not know)."""
+    return (
+        opening_s is not None
+        and pause_s is not None
+        and OPENING_MIN_S <= opening_s <= OPENING_MAX_S
+        and SET_OFF_PAUSE_S <= pause_s <= SET_OFF_PAUSE_MAX_S
+    )
+
+
+def opening_of(voiced: Sequence[bool], frame_s: float) -> tuple[float, float] | None:
+    """``(opening_s, pause_s)`` of an utterance's per-frame voicing, from its first voiced
+    frame: the speech before its first pause of at least :data:`PAUSE_S` that voiced frames
+    follow, and that pause (None: no such pause).
+
+    Args:
+        voiced: Per frame from the utterance's first voiced frame, whether it was voiced.
+        frame_s: Length of a frame, seconds.
+    """
+    if frame_s <= 0:
+        raise ValueError(f"addressee: frame_s must be > 0, got {frame_s!r}")
+    flags = list(voiced)
+    while flags and not flags[0]:
+        flags.pop(0)
+    least = max(1, math.ceil(PAUSE_S / frame_s - 1e-9))
+    i = 0
+    while i < len(flags):
+        if flags[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(flags) and not flags[j]:
+            j += 1
+        if j == len(flags):
+            return None  # the silence after the last word
+        if j - i >= least:
+            return i * frame_s, (j - i) * frame_s
+        i = j
+    return None
 
 
 @dataclass(frozen=True)
@@ -426,7 +539,10 @@ class Verdict:
     Attributes:
         addressed: The decision.
         reason: ``"own_name"``, ``"other_name"``, ``"answer"``, ``"quiet"``, ``"text"``
-            (the text head decided) or ``"no_text"`` (nothing to judge: kept).
+            (the text head decided), ``"idle"`` (the text head's score below the idle
+            threshold with no conversation going on), ``"set_off"`` (an opening set off by a
+            pause, not clearly a request, with no conversation going on) or ``"no_text"``
+            (nothing to judge: kept).
         score: The text head's probability of being addressed (None when not computed).
         level_delta_db: ``speech_db`` minus the user's running level (None when unknown).
     """
@@ -452,6 +568,9 @@ class Addressee:
         statement_threshold: With no conversation going on, a statement at the user's level
             scoring below it is dropped (:func:`reads_aside`; None: the committed model's, when
             ``head`` is None; else only a misheard-name opening is).
+        idle_threshold: With no conversation going on, any speech at the user's level scoring
+            below it is dropped (None: the committed model's, when ``head`` is None; else no
+            such bar).
 
     Attributes:
         user_db: The user's running voiced level, dBFS.
@@ -468,6 +587,7 @@ class Addressee:
         quiet_margin_db: float = QUIET_MARGIN_DB,
         answer_window_s: float = ANSWER_WINDOW_S,
         statement_threshold: float | None = None,
+        idle_threshold: float | None = None,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError("addressee: name must be a non-empty string")
@@ -494,7 +614,11 @@ class Addressee:
                 f"addressee: statement_threshold must be in (0, 1), got {statement_threshold!r}"
             )
         self.statement_threshold = statement_threshold
+        if idle_threshold is not None and not 0.0 < idle_threshold < 1.0:
+            raise ValueError(f"addressee: idle_threshold must be in (0, 1), got {idle_threshold!r}")
+        self.idle_threshold = idle_threshold
         self._last_addressed_s: float | None = None
+        self._last_turn_end_s: float | None = None
 
     def reset(self) -> None:
         """Start a new session: the user's level goes back to the prior; verdicts cleared; no
@@ -502,6 +626,14 @@ class Addressee:
         self.user_db = self.prior_user_db
         self.verdicts = []
         self._last_addressed_s = None
+        self._last_turn_end_s: float | None = None
+
+    def note_assistant_turn(self, end_s: float) -> None:
+        """The assistant spoke until ``end_s`` (session time): a conversation is going on for
+        :data:`CONVERSATION_S` after it (a follow-up to a long answer is not idle speech)."""
+        if not math.isfinite(end_s):
+            raise ValueError(f"addressee: end_s must be finite, got {end_s!r}")
+        self._last_turn_end_s = float(end_s)
 
     @property
     def head(self) -> TextHead | None:
@@ -512,6 +644,8 @@ class Addressee:
                 self._head = TextHead.load(MODEL_PATH)
                 if self.statement_threshold is None:
                     self.statement_threshold = load_statement_threshold(MODEL_PATH)
+                if self.idle_threshold is None:
+                    self.idle_threshold = load_idle_threshold(MODEL_PATH)
             except (OSError, ValueError):
                 self._head = None
         return self._head
@@ -540,9 +674,12 @@ class Addressee:
 
     def idle(self, start_s: float) -> bool:
         """Whether no conversation is going on at ``start_s``: nothing was judged addressed in
-        the :data:`CONVERSATION_S` before it."""
-        last = self._last_addressed_s
-        return last is None or not 0.0 <= start_s - last <= CONVERSATION_S
+        the :data:`CONVERSATION_S` before it, and no assistant turn ended in that time
+        (:meth:`note_assistant_turn`)."""
+        return not any(
+            last is not None and 0.0 <= start_s - last <= CONVERSATION_S
+            for last in (self._last_addressed_s, self._last_turn_end_s)
+        )
 
     def _decide(self, u: Utterance) -> Verdict:
         delta = None if u.speech_db is None else u.speech_db - self.user_db
@@ -560,16 +697,21 @@ class Addressee:
             return Verdict(False, "other_name", None, delta)
         scores = self.score([text])
         score = None if scores is None else float(scores[0])
-        if quiet and (score is None or score < CLEAR_REQUEST):
+        if quiet and (score is None or score < CLEAR_REQUEST or len(text.split()) < MIN_WORDS):
             return Verdict(False, "quiet", score, delta)
         head = self.head
         if score is None or head is None:
             return Verdict(True, "text", score, delta)
         if score < self._required(head.threshold, delta):
             return Verdict(False, "text", score, delta)  # softer, and not clearly a request
-        bar = self.statement_threshold if self.statement_threshold is not None else 0.0
-        if self.idle(u.start_s) and reads_aside(text, score, bar, head.threshold):
-            return Verdict(False, "text", score, delta)
+        if self.idle(u.start_s):
+            bar = self.statement_threshold if self.statement_threshold is not None else 0.0
+            if reads_aside(text, score, bar, head.threshold):
+                return Verdict(False, "text", score, delta)
+            if self.idle_threshold is not None and score < self.idle_threshold:
+                return Verdict(False, "idle", score, delta)
+            if u.set_off and score < SET_OFF_BAR:
+                return Verdict(False, "set_off", score, delta)
         return Verdict(True, "text", score, delta)
 
     def _required(self, threshold: float, delta: float | None) -> float:
