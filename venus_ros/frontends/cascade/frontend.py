@@ -42,7 +42,13 @@ from typing import Any
 
 from venus_ros.core.frontend import FrontendError
 from venus_ros.core.units import InputUnit
-from venus_ros.frontends.cascade.addressee import Addressee, Utterance, Verdict
+from venus_ros.frontends.cascade.addressee import (
+    OPENING_MAX_S,
+    Addressee,
+    Utterance,
+    Verdict,
+    opening_of,
+)
 from venus_ros.frontends.cascade.config import CascadeConfig, parse_spec
 from venus_ros.frontends.cascade.responder import (
     CLARIFY_PHRASE,
@@ -182,13 +188,21 @@ class AddresseeGate(SessionPart):
         addressee: The judge (None: every utterance is addressed; settable between sessions).
     """
 
+    #: Frames of an utterance's voicing kept for its opening (:func:`opening_of`): enough for
+    #: the longest opening and its pause.
+    VOICING_FRAMES = math.ceil((OPENING_MAX_S + 1.0) / FRAME_S)
+
     def __init__(self, addressee: Addressee | None = None) -> None:
         self.addressee = addressee
         self.state = AddresseeState()
+        #: Per frame from the utterance's first voiced frame, whether it was voiced (None once
+        #: the assistant's audio played over it: its opening is not judged).
+        self.voicing: list[bool] | None = []
 
     def reset(self) -> None:
         """A new session: nothing accounted, judged or dropped; the addressee starts over."""
         self.state = AddresseeState()
+        self.voicing = []
         if self.addressee is not None:
             self.addressee.reset()
 
@@ -200,13 +214,21 @@ class AddresseeGate(SessionPart):
         self._judge_new(frontend.state.user_texts)
 
     def on_turn_finished(self, frontend: PolicyFrontend, turn: Any) -> None:
-        """Remember where a turn that asked something ended (an answer may follow it)."""
+        """Remember where a turn that asked something ended (an answer may follow it); the
+        addressee learns that the assistant spoke until then (a conversation is going on)."""
+        end_s = frontend.state.play_end / SAMPLE_RATE
         asked = turn.heard_text().rstrip().endswith("?")
-        self.state.question_end_s = frontend.state.play_end / SAMPLE_RATE if asked else None
+        self.state.question_end_s = end_s if asked else None
+        if self.addressee is not None:
+            self.addressee.note_assistant_turn(end_s)
 
     def on_turn_yielded(self, frontend: PolicyFrontend) -> None:
-        """A yielded turn asked nothing that the next speech answers."""
+        """A yielded turn asked nothing that the next speech answers; the assistant spoke until
+        now (a conversation is going on)."""
         self.state.question_end_s = None
+        if self.addressee is not None:
+            now = min(frontend.state.mic_pos, frontend.state.play_end) / SAMPLE_RATE
+            self.addressee.note_assistant_turn(now)
 
     def admit_request(self, frontend: PolicyFrontend) -> bool:
         """Drop the texts not addressed; False (and the user's turn forgotten) when nothing
@@ -244,7 +266,12 @@ class AddresseeGate(SessionPart):
             acc.unit, acc.seen = obs.unit_index, 0
         frames = zip(obs.vad_probs, obs.frame_db, obs.assistant_frames, strict=False)
         for i, (p, db, playing) in enumerate(frames):
-            if i < acc.seen or p < obs.vad_threshold:
+            if i < acc.seen:
+                continue
+            voiced = p >= obs.vad_threshold
+            if acc.start_s is not None or voiced:
+                self._note_voicing(voiced, playing)
+            if not voiced:
                 continue
             if acc.start_s is None:
                 acc.start_s = obs.frames_start_s + i * FRAME_S
@@ -252,6 +279,15 @@ class AddresseeGate(SessionPart):
                 acc.energy += 10.0 ** (db / 10.0)
                 acc.voiced += 1
         acc.seen = len(obs.vad_probs)
+
+    def _note_voicing(self, voiced: bool, playing: bool) -> None:
+        """Add one frame of the utterance to :attr:`voicing` (up to :attr:`VOICING_FRAMES`)."""
+        if self.voicing is None or len(self.voicing) >= self.VOICING_FRAMES:
+            return
+        if playing:
+            self.voicing = None  # over the assistant's audio: the opening is not judged
+        else:
+            self.voicing.append(voiced)
 
     def _judge_new(self, texts: list[str]) -> None:
         """Judge the final transcripts that arrived since the last call."""
@@ -270,8 +306,17 @@ class AddresseeGate(SessionPart):
         after = None
         if acc.question_end_s is not None and acc.start_s is not None:
             after = start - acc.question_end_s
+        opening = opening_of(self.voicing, FRAME_S) if self.voicing else None
         acc.energy, acc.voiced, acc.start_s = 0.0, 0, None
-        return Utterance(text, start, db, after)
+        self.voicing = []
+        return Utterance(
+            text,
+            start,
+            db,
+            after,
+            opening_s=None if opening is None else opening[0],
+            pause_s=None if opening is None else opening[1],
+        )
 
 
 class OverlapRule(SessionPart):
