@@ -600,7 +600,7 @@ _SLOWER = _phrases(r"\b(?:slow(?:er| down| it down)|more slowly|not so fast|too 
 #: What the assistant says when the user cut in with a short utterance it could not make out:
 #: it has stopped, and gives the user the floor (a longer one is asked again: CLARIFY_PHRASE).
 STOPPED_PHRASE = "Okay, I'll stop. Go ahead."
-SHORT_CUT_IN_S = 1.0
+SHORT_CUT_IN_S = 1.5
 """Most speech (s) in a cut-in taken for a command to stop when its words were not made out."""
 
 
