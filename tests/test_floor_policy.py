@@ -332,6 +332,13 @@ def test_committed_model_is_small_and_consistent() -> None:
     assert 0.0 < policy.start_threshold < 1.0
     assert policy.yield_count >= 1
     assert MODEL_PATH.with_name("floor_report.md").is_file()
+    # the sidecar repeats the thresholds the model file carries
+    from venus_ros.frontends.cascade.floor import read_sidecar
+
+    sidecar = read_sidecar()["thresholds"]
+    assert sidecar["yield_threshold"] == pytest.approx(policy.yield_threshold)
+    assert sidecar["start_threshold"] == pytest.approx(policy.start_threshold)
+    assert sidecar["yield_count"] == policy.yield_count
 
 
 # --- on real speech ---------------------------------------------------------------------------

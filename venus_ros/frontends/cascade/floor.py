@@ -107,7 +107,7 @@ the assistant on the head's word alone."""
 CONFIDENT_YIELD = 0.99
 """A boundary whose ``p_yield`` reaches this yields at once, without the ``yield_count`` streak:
 one such boundary was rare in remarks to others (0-4 % of them on training-split suites), and
-it comes a unit (about a second) sooner; chosen with the streak's threshold raised to 0.9
+it comes a unit (about a second) sooner; chosen with the streak's threshold raised to 0.7
 (``models/floor_report.md``, "Yield rule changed")."""
 PRIOR_USER_DB = -26.0
 """The user's voiced level assumed before they spoke to a silent assistant (dBFS)."""
