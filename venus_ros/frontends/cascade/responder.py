@@ -616,11 +616,12 @@ def asked_words(request: str) -> set[str]:
     return content_words(_WH_PHRASE.sub(" ", request))
 
 
-def drop_commands(transcript: str) -> str:
+def drop_commands(transcript: str, tolerant: bool = False) -> str:
     """``transcript`` without its leading sentences that are only commands to stop or wait
-    ("Okay, stop there. Can you ...?" -> "Can you ...?"); unchanged when nothing else is left."""
+    ("Okay, stop there. Can you ...?" -> "Can you ...?"); unchanged when nothing else is left.
+    ``tolerant``: as for :func:`command_of`."""
     sentences = _sentences(transcript)
-    while len(sentences) > 1 and command_of(sentences[0], tolerant=True) is not None:
+    while len(sentences) > 1 and command_of(sentences[0], tolerant) is not None:
         sentences.pop(0)
     return " ".join(sentences) if sentences else transcript
 
@@ -1259,12 +1260,17 @@ class CascadeResponder(Responder):
 
     def prepare(self, request: UserRequest) -> None:
         """Start generating the reply to ``request`` now, before the turn is taken."""
-        transcript = drop_commands(" ".join(request.transcript.split()))
+        transcript = self._without_commands(request)
         if self.engine is None or not transcript:
             return
         if self._intent(request, transcript)[0] != "generated":
             return
         self._start(transcript)
+
+    def _without_commands(self, request: UserRequest) -> str:
+        """The request's transcript without leading commands (:func:`drop_commands`)."""
+        transcript = " ".join(request.transcript.split())
+        return drop_commands(transcript, tolerant=self.conversation.just_interrupted())
 
     def _start(self, transcript: str) -> ReplyStream:
         if self._stream is not None:
@@ -1384,7 +1390,7 @@ class CascadeResponder(Responder):
                 return response
         if request is None:
             return None
-        transcript = drop_commands(" ".join(request.transcript.split()))
+        transcript = self._without_commands(request)
         intent, reply = self._intent(request, transcript)
         self.last_intent = intent
         if intent == "user_ack":
