@@ -448,3 +448,16 @@ def test_training_observes_through_the_echo_path_with_echo_cancellation(tmp_path
     assert speaking
     # the microphone heard the speaker: what the features saw while it played differs
     assert any(not np.allclose(dry[i].acoustic, wet[i].acoustic) for i in speaking)
+
+
+def test_speech_that_did_not_overlap_the_turn_is_not_yielded_to(tmp_path: Path) -> None:
+    # A turn taken between boundaries: the boundary after it sees the user's words that came
+    # before the turn in the same unit, the assistant speaking, and nothing said over it.
+    policy = TrainedFloorPolicy(hand_model(tmp_path, yield_count=1), text=False)
+    policy.reset()
+    before = overlapping(turn_overlap_s=0.0)
+    assert policy.decide(before) is FloorAction.KEEP_SPEAKING
+    assert policy.last_probs[0] >= CONFIDENT_YIELD  # the model alone would have yielded
+    assert policy.decide(replace(before, unit_index=4, t=5.0, turn_overlap_s=0.3)) is (
+        FloorAction.YIELD
+    )

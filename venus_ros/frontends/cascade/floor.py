@@ -663,10 +663,13 @@ class TrainedFloorPolicy(FloorPolicy):
         p_yield, p_start = self.probabilities(obs)
         self.last_probs = (p_yield, p_start)
         if obs.assistant_speaking:
-            self._streak = self._streak + 1 if p_yield >= self.yield_threshold else 0
-            yields = (
-                interrupted or self._streak >= self.yield_count or p_yield >= self.confident_yield
-            )
+            # Only speech over the turn is yielded to: the user's words before a turn taken
+            # between boundaries are in this unit too, and are what the turn answers.
+            over = obs.turn_overlap_s > 0.0
+            likely = over and p_yield >= self.yield_threshold
+            self._streak = self._streak + 1 if likely else 0
+            confident = over and p_yield >= self.confident_yield
+            yields = interrupted or self._streak >= self.yield_count or confident
             action = FloorAction.YIELD if yields and not elsewhere else FloorAction.KEEP_SPEAKING
         else:
             self._streak = 0
