@@ -42,11 +42,6 @@ its final transcript, where it was, how loud it was) from general evidence, in t
      (:func:`set_off_opening`: "Sea bee, could you ..." for a name it never heard), or a
      statement that opens with an exclamation or a call to wait (:func:`exclaims`: "Oops,
      ...", "Hold on, ...") scoring below the head's threshold -> not addressed;
-   * **no conversation going on**, anything else scoring below the model's *idle threshold*
-     (:data:`IDLE_KEY`; calibrated by the trainer on held-out phrases as the recogniser
-     writes them when training voices speak them, to keep 99 % of requests) -> not addressed:
-     with nobody talking to the assistant, speech must read as said to it to be answered,
-     since people in a room mostly talk to each other;
    * **no conversation going on**, an utterance that opens with a short phrase set off by a
      pause (:func:`set_off_by_pause`, from the VAD frames: "Tom, | have you seen ...",
      "Ugh, | the kettle ...", a name the recogniser dropped or garbled, an interjection, a call
@@ -81,7 +76,6 @@ __all__ = [
     "ANSWER_WINDOW_S",
     "CLEAR_REQUEST",
     "CONVERSATION_S",
-    "IDLE_KEY",
     "MIN_WORDS",
     "MODEL_PATH",
     "OPENING_MAX_S",
@@ -99,7 +93,6 @@ __all__ = [
     "Verdict",
     "asks",
     "exclaims",
-    "load_idle_threshold",
     "load_statement_threshold",
     "opening_of",
     "reads_aside",
@@ -112,9 +105,6 @@ MODEL_PATH = Path(__file__).resolve().parent / "models" / "addressee.npz"
 """The committed text head (weights, threshold, embedder name, statement threshold)."""
 STATEMENT_KEY = "statement_threshold"
 """Key of the model file's statement threshold (:func:`load_statement_threshold`)."""
-IDLE_KEY = "idle_threshold"
-"""Key of the model file's idle threshold (:func:`load_idle_threshold`): with no conversation
-going on, speech at the user's level scoring below it is not addressed."""
 CONVERSATION_S = 30.0
 """Speech starting this soon after the start of an addressed utterance is in a conversation."""
 ANSWER_WINDOW_S = 6.0
@@ -414,23 +404,12 @@ def load_statement_threshold(path: str | Path) -> float | None:
     """The statement threshold a model file written by the trainer holds (:data:`STATEMENT_KEY`),
     or None when it has none (an older file: the phrasing then never drops speech at the
     user's level)."""
-    return _load_threshold(path, STATEMENT_KEY)
-
-
-def load_idle_threshold(path: str | Path) -> float | None:
-    """The idle threshold a model file written by the trainer holds (:data:`IDLE_KEY`), or None
-    when it has none (an older file: only :func:`reads_aside` judges idle speech at the user's
-    level)."""
-    return _load_threshold(path, IDLE_KEY)
-
-
-def _load_threshold(path: str | Path, key: str) -> float | None:
     with np.load(Path(path), allow_pickle=False) as data:
-        if key not in data.files:
+        if STATEMENT_KEY not in data.files:
             return None
-        value = float(data[key])
+        value = float(data[STATEMENT_KEY])
     if not 0.0 < value < 1.0:
-        raise ValueError(f"{path}: {key} must be in (0, 1), got {value}")
+        raise ValueError(f"{path}: {STATEMENT_KEY} must be in (0, 1), got {value}")
     return value
 
 
@@ -539,10 +518,9 @@ class Verdict:
     Attributes:
         addressed: The decision.
         reason: ``"own_name"``, ``"other_name"``, ``"answer"``, ``"quiet"``, ``"text"``
-            (the text head decided), ``"idle"`` (the text head's score below the idle
-            threshold with no conversation going on), ``"set_off"`` (an opening set off by a
-            pause, not clearly a request, with no conversation going on) or ``"no_text"``
-            (nothing to judge: kept).
+            (the text head decided), ``"set_off"`` (an opening set off by a pause, not
+            clearly a request, with no conversation going on) or ``"no_text"`` (nothing to
+            judge: kept).
         score: The text head's probability of being addressed (None when not computed).
         level_delta_db: ``speech_db`` minus the user's running level (None when unknown).
     """
@@ -568,9 +546,6 @@ class Addressee:
         statement_threshold: With no conversation going on, a statement at the user's level
             scoring below it is dropped (:func:`reads_aside`; None: the committed model's, when
             ``head`` is None; else only a misheard-name opening is).
-        idle_threshold: With no conversation going on, any speech at the user's level scoring
-            below it is dropped (None: the committed model's, when ``head`` is None; else no
-            such bar).
 
     Attributes:
         user_db: The user's running voiced level, dBFS.
@@ -587,7 +562,6 @@ class Addressee:
         quiet_margin_db: float = QUIET_MARGIN_DB,
         answer_window_s: float = ANSWER_WINDOW_S,
         statement_threshold: float | None = None,
-        idle_threshold: float | None = None,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError("addressee: name must be a non-empty string")
@@ -614,9 +588,6 @@ class Addressee:
                 f"addressee: statement_threshold must be in (0, 1), got {statement_threshold!r}"
             )
         self.statement_threshold = statement_threshold
-        if idle_threshold is not None and not 0.0 < idle_threshold < 1.0:
-            raise ValueError(f"addressee: idle_threshold must be in (0, 1), got {idle_threshold!r}")
-        self.idle_threshold = idle_threshold
         self._last_addressed_s: float | None = None
         self._last_turn_end_s: float | None = None
 
@@ -644,8 +615,6 @@ class Addressee:
                 self._head = TextHead.load(MODEL_PATH)
                 if self.statement_threshold is None:
                     self.statement_threshold = load_statement_threshold(MODEL_PATH)
-                if self.idle_threshold is None:
-                    self.idle_threshold = load_idle_threshold(MODEL_PATH)
             except (OSError, ValueError):
                 self._head = None
         return self._head
@@ -708,8 +677,6 @@ class Addressee:
             bar = self.statement_threshold if self.statement_threshold is not None else 0.0
             if reads_aside(text, score, bar, head.threshold):
                 return Verdict(False, "text", score, delta)
-            if self.idle_threshold is not None and score < self.idle_threshold:
-                return Verdict(False, "idle", score, delta)
             if u.set_off and score < SET_OFF_BAR:
                 return Verdict(False, "set_off", score, delta)
         return Verdict(True, "text", score, delta)
