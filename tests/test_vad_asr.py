@@ -26,6 +26,7 @@ import pytest
 from speech import espeak_16k
 
 from venus_ros.audio.asr import (
+    LEAD_IN_S,
     MAX_PROMPT_CHARS,
     SegmentTranscriber,
     Transcript,
@@ -346,7 +347,7 @@ def test_asr_word_error_rate_latency_and_timestamps(
         audio += final.audio_s
         # Word timestamps: ordered, non-empty intervals inside the utterance.
         assert final.words, final
-        assert abs(final.start - sc.start / RATE) <= 0.1
+        assert abs(final.start + LEAD_IN_S - sc.start / RATE) <= 0.1  # (from its lead-in)
         eps = 1e-6
         for a, b in itertools.pairwise(final.words):
             assert a.start <= b.start + eps and a.end <= b.start + 0.02
@@ -387,9 +388,58 @@ def test_asr_empty_and_silent_segments_give_empty_transcripts(asr: WhisperAsr) -
     seg = SegmentTranscriber(asr)
     start, end = VadEvent("start", 100, 100 / RATE), VadEvent("end", 100, 100 / RATE)
     (final,) = seg.feed(np.zeros(RATE, np.float32), [start, end])
-    assert final.kind == "final" and final.text == "" and final.audio_s == 0.0
+    # no speech between the events: the lead-in before them alone, silent
+    assert final.kind == "final" and final.text == "" and final.audio_s == 100 / RATE
     assert seg.feed(np.zeros(10, np.float32), [end]) == []  # an end without a start: ignored
     assert seg.partial() is None and seg.flush() == []
+
+
+def test_an_utterance_is_transcribed_from_a_lead_in_before_its_vad_start(asr: WhisperAsr) -> None:
+    heard: list[int] = []
+    transcribe = asr.transcribe
+
+    def spy(audio: np.ndarray, **kwargs: Any) -> Transcript:
+        heard.append(int(audio.size))
+        return transcribe(audio, **kwargs)
+
+    asr.transcribe = spy  # type: ignore[method-assign]
+    try:
+        seg = SegmentTranscriber(asr)
+        lead = round(LEAD_IN_S * RATE)
+        first = [VadEvent("start", 8000, 0.5), VadEvent("end", 12000, 0.75)]
+        (final,) = seg.feed(np.zeros(RATE, np.float32), first)
+        assert final.start == pytest.approx((8000 - lead) / RATE) and heard[-1] == 4000 + lead
+        # the next one starts right after: its lead-in never reaches back into the last one
+        second = [VadEvent("start", 12800, 0.8)]
+        assert seg.feed(np.zeros(0, np.float32), second) == []
+        assert seg.open_s == pytest.approx((RATE - 12800) / RATE)  # from the start event
+        (final,) = seg.feed(np.zeros(RATE // 2, np.float32), [VadEvent("end", 20000, 1.25)])
+        assert final.start == pytest.approx(12000 / RATE) and heard[-1] == 8000
+        plain = SegmentTranscriber(asr, lead_in_s=0.0)
+        (final,) = plain.feed(np.zeros(RATE, np.float32), first)
+        assert final.start == pytest.approx(0.5) and heard[-1] == 4000
+    finally:
+        asr.transcribe = transcribe  # type: ignore[method-assign]
+    with pytest.raises(ValueError, match="lead_in_s"):
+        SegmentTranscriber(asr, lead_in_s=2.0)
+
+
+def test_the_lead_in_keeps_the_first_sound_of_short_commands(
+    vad: SileroVad, asr: WhisperAsr, audio_dir: Path
+) -> None:
+    named = {0.0: 0, LEAD_IN_S: 0}
+    for word in ("stop", "pause"):
+        for voice in ("en-us+m3", "en-gb+f3", "en-us+f2"):
+            clip = espeak_16k(f"{word.title()}.", audio_dir / f"{word}-{voice}.wav", voice)
+            signal = np.concatenate(
+                [np.zeros(RATE // 2, np.float32), clip, np.zeros(RATE, np.float32)]
+            )
+            for lead in named:
+                seg = SegmentTranscriber(asr, lead_in_s=lead)
+                finals = [t for t, _ in stream_transcripts(vad, seg, signal) if t.kind == "final"]
+                named[lead] += any(word in normalise(t.text) for t in finals)
+    # the VAD fires some 40-70 ms into the word: without a lead-in Whisper misses some
+    assert named[LEAD_IN_S] >= 5 and named[LEAD_IN_S] > named[0.0], named
 
 
 def test_asr_dc_offset_and_int16_input(asr: WhisperAsr, scenes: list[Scene]) -> None:

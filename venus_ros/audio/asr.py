@@ -80,6 +80,8 @@ _MODEL_FILES = ("model.bin", "config.json", "tokenizer.json")
 MAX_PROMPT_CHARS = 600
 """Longest decoder prompt (Whisper keeps at most 223 prompt tokens; ~600 characters of
 English stay well inside that)."""
+LEAD_IN_S = 0.1
+"""Audio kept before a VAD start in an utterance's transcription (:class:`SegmentTranscriber`)."""
 
 
 @dataclass(frozen=True)
@@ -459,10 +461,12 @@ class SegmentTranscriber:
     that produced the events, with the events each chunk produced (``feed(chunk,
     vad.process(chunk))``); positions are samples since both were reset.
 
-    * A ``start`` event opens an utterance at its sample (the last ``preroll_s`` of audio is kept
-      so starts that point back in time are honoured); an ``end`` closes it and returns a
-      ``"final"`` :class:`Transcript` of ``[start, end)``. Events out of order (an ``end``
-      without a ``start``, a second ``start``) are ignored.
+    * A ``start`` event opens an utterance ``lead_in_s`` before its sample (the VAD fires some
+      40-70 ms into speech, and Whisper loses a word's first sound without it: "Stop." heard as
+      "up."), never before the previous utterance's end; the last ``preroll_s`` of audio is kept
+      so starts that point back in time are honoured. An ``end`` closes it and returns a
+      ``"final"`` :class:`Transcript` of ``[start - lead-in, end)``. Events out of order (an
+      ``end`` without a ``start``, a second ``start``) are ignored.
     * Utterances longer than ``max_segment_s`` are cut into pieces: when the open piece
       reaches ``max_segment_s``, it is cut at the quietest 20 ms within its last
       ``cut_search_s`` (a pause between words, where there is one), transcribed and returned as
@@ -495,15 +499,19 @@ class SegmentTranscriber:
         partial_interval_s: float = 1.0,
         min_partial_s: float = 0.5,
         preroll_s: float = 1.0,
+        lead_in_s: float = LEAD_IN_S,
     ) -> None:
         if max_segment_s <= 1.0 or not 0.0 < cut_search_s < max_segment_s:
             raise ValueError("max_segment_s: must be > 1 s and > cut_search_s > 0")
+        if not 0.0 <= lead_in_s <= preroll_s:
+            raise ValueError(f"lead_in_s: must be in [0, preroll_s], got {lead_in_s!r}")
         self.asr = asr
         self.max_samples = round(max_segment_s * SAMPLE_RATE)
         self.cut_search_samples = round(cut_search_s * SAMPLE_RATE)
         self.partial_interval_samples = round(partial_interval_s * SAMPLE_RATE)
         self.min_partial_samples = round(min_partial_s * SAMPLE_RATE)
         self.preroll_samples = round(preroll_s * SAMPLE_RATE)
+        self.lead_in_samples = round(lead_in_s * SAMPLE_RATE)
         self.speculations = 0  # speculative recognitions run
         self.speculation_hits = 0  # finals served from one
         self._lock = threading.RLock()
@@ -515,7 +523,9 @@ class SegmentTranscriber:
             self._buf = np.zeros(0, dtype=np.float32)
             self._buf_start = 0  # stream sample of self._buf[0]
             self._pos = 0  # samples fed so far
-            self._seg_start: int | None = None
+            self._seg_start: int | None = None  # where the utterance's audio begins
+            self._voice_start = 0  # its start event's sample (after the lead-in)
+            self._last_end = 0  # where the previous utterance ended
             self._piece_start = 0
             self._pieces: list[Transcript] = []
             self._partial: Transcript | None = None
@@ -609,7 +619,9 @@ class SegmentTranscriber:
                 sample = min(max(int(ev.sample), self._buf_start), self._pos)
                 out.extend(self._cut_pieces(sample))
                 if ev.kind == "start" and self._seg_start is None:
-                    self._seg_start = self._piece_start = sample
+                    begin = max(sample - self.lead_in_samples, self._last_end, self._buf_start)
+                    self._seg_start = self._piece_start = min(begin, sample)
+                    self._voice_start = sample
                     self._pieces = []
                     self._partial = None
                     self._partial_at = sample
@@ -640,6 +652,7 @@ class SegmentTranscriber:
             last = self._transcribe(self._piece_start, end, "final")
         final = self._joined(last, "final")
         self._seg_start = None
+        self._last_end = end
         self._pieces = []
         self._partial = None
         self._spec = None
@@ -656,11 +669,12 @@ class SegmentTranscriber:
 
     @property
     def open_s(self) -> float:
-        """Seconds of the utterance in progress heard so far (0.0 when none is open)."""
+        """Seconds of the utterance in progress heard so far, from its start event (0.0 when
+        none is open)."""
         with self._lock:
             if self._seg_start is None:
                 return 0.0
-            return max(self._pos - self._seg_start, 0) / SAMPLE_RATE
+            return max(self._pos - self._voice_start, 0) / SAMPLE_RATE
 
     def partial(
         self, *, interval_s: float | None = None, min_s: float | None = None
@@ -681,7 +695,7 @@ class SegmentTranscriber:
         with self._lock:
             if self._seg_start is None:
                 return None
-            if self._pos - self._piece_start < least and not self._pieces:
+            if self._pos - self._voice_start < least and not self._pieces:
                 return None
             if self._partial is not None and self._pos - self._partial_at < interval:
                 return self._partial
