@@ -10,6 +10,7 @@ by the test, so timing cannot make a test pass or fail by chance.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -844,3 +845,43 @@ def test_a_request_after_cutting_in_is_answered_without_its_commands() -> None:
     assert responder.respond(request("Repeat that, please.")).spoken == (
         "Sure, I'll repeat that. To reset the router, hold the button for ten seconds."
     )
+
+
+def test_who_it_is_and_how_it_works_come_from_its_name_and_set_up() -> None:
+    engine = ScriptedLm(["I am a toaster."])
+    robot = CascadeResponder(lambda _: False, engine=engine, capabilities=[], name="Ada")
+    for asked in ("How do you work?", "Who are you?", "So, tell me about yourself."):
+        reply = robot.respond(request(asked))
+        assert reply is not None and reply.kind == "ack", asked
+        assert reply.spoken.startswith("I'm Ada, a home robot.") and "background" in reply.spoken
+        assert "driving somewhere" in reply.spoken
+    speaker = CascadeResponder(lambda _: False, capabilities=[], name="Ada", robot_actions=False)
+    reply = speaker.respond(request("What's your name?"))
+    assert reply is not None and "driving" not in reply.spoken and "Ada" in reply.spoken
+    assert engine.calls == []  # never asked the model
+    # a question about something else that works is not about the assistant
+    other = robot.respond(request("How does a fridge work?"))
+    assert other is not None and other.kind == "reply"
+
+
+def test_a_reply_is_ready_at_once_when_fixed_and_once_its_first_phrase_is_in() -> None:
+    gate = threading.Semaphore(0)
+    engine = ScriptedLm(["Blue is ", "a calm colour. ", "I like it."], gate=gate)
+    responder = CascadeResponder(lambda _: False, engine=engine, capabilities=[])
+    assert responder.ready(request("Thanks!")) and responder.ready(request("Who are you?"))
+    ask = request("Do you like the colour blue?")
+    assert not responder.ready(ask)  # a generated reply, not even started
+    responder.prepare(ask)
+    assert not responder.ready(ask)  # started, nothing generated
+    gate.release(1)
+    deadline = time.monotonic() + 5.0
+    while len(responder._stream.text) < len("Blue is ") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not responder.ready(ask)  # "Blue is" is no phrase yet
+    gate.release(1)
+    while not responder.ready(ask) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert responder.ready(ask)
+    reply = responder.respond(ask)
+    assert reply is not None and reply.stream.take(0.0)[0] == "Blue is a calm colour."
+    gate.release(1)

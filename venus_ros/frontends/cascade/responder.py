@@ -19,8 +19,9 @@ user *heard* of the assistant, cut where a turn was interrupted):
    X?", "which X was that?", "repeat the last part", "start again", "the short version",
    "slower", "that's not what I asked";
 6. fixed phrases only for fixed social moves: a request that is wholly a greeting, thanks or
-   goodbye (:data:`FIXED_PHRASES`), "say that again" (the last reply, repeated) and "what can
-   you do?" (:func:`capability_sentence`: the configured tools, in the assistant's voice);
+   goodbye (:data:`FIXED_PHRASES`), "say that again" (the last reply, repeated), "what can
+   you do?" (:func:`capability_sentence`: the configured tools, in the assistant's voice) and
+   "who are you?" / "how do you work?" (:func:`about_sentence`: its name and set-up);
 7. any other question about the turn the user just interrupted
    (:meth:`CascadeResponder.about_answer`) is answered from that turn's whole text — what was
    heard and what was still to come;
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
     from venus_ros.frontends.cascade.lm import ChatLm, Message
 
 __all__ = [
+    "ABOUT_ME",
     "CAPABILITIES",
     "CLARIFY_PHRASE",
     "COMMANDS",
@@ -98,6 +100,7 @@ __all__ = [
     "LmConfig",
     "ReplyStream",
     "about_cut_turn",
+    "about_sentence",
     "asked_words",
     "capabilities_from_tools",
     "capability_sentence",
@@ -136,8 +139,12 @@ class FixedPhrase:
 _NAME = r"(?: (?:there|robot|venus|again|everyone|buddy)){0,2}"
 CAPABILITIES = "{capabilities}"
 """A fixed reply that is replaced by what the assistant can do (:func:`capability_sentence`)."""
-#: The fixed phrases: greetings, thanks, goodbyes, a bare "no", "say that again" and "what can
-#: you do" (answered from the configured tools). Bare commands to stop or wait are
+ABOUT_ME = "{about}"
+"""A fixed reply that is replaced by who the assistant is and how it works
+(:func:`about_sentence`)."""
+#: The fixed phrases: greetings, thanks, goodbyes, a bare "no", "say that again", "what can
+#: you do" (answered from the configured tools) and "who are you" (from the name and set-up).
+#: Bare commands to stop or wait are
 #: :data:`COMMANDS`; replies about an interrupted turn, :meth:`CascadeResponder.about_cut_turn`.
 #: Every other reply is generated.
 FIXED_PHRASES: tuple[FixedPhrase, ...] = (
@@ -165,6 +172,13 @@ FIXED_PHRASES: tuple[FixedPhrase, ...] = (
         r"what are you (?:able to do|good at|able to help(?: me)? with)|what do you do|"
         r"how (?:can|could) you help(?: me)?|what are your (?:skills|abilities))",
         CAPABILITIES,
+    ),
+    # Who it is and how it works: said from its name and set-up (ABOUT_ME is filled in).
+    FixedPhrase(
+        "about",
+        r"(?:so |and )?(?:how do you work|who are you|what are you|what(?:'s| is) your name|"
+        r"tell me (?:a bit |more )?about yourself|introduce yourself)",
+        ABOUT_ME,
     ),
     FixedPhrase(
         "repeat",
@@ -1141,6 +1155,17 @@ def capability_sentence(capabilities: Sequence[str], robot_actions: bool) -> str
     return f"I can {listed}."
 
 
+def about_sentence(name: str, robot_actions: bool) -> str:
+    """Who the assistant is and how it works, in its own voice: its name, that it listens
+    while it talks (so it can be cut off), and that longer jobs go to a background helper."""
+    jobs = "longer jobs, like driving somewhere," if robot_actions else "longer jobs"
+    return (
+        f"I'm {name}, a home robot. I listen while I talk, so you can cut in whenever you "
+        f"like, and I pass {jobs} to a helper that works in the background, then tell you "
+        "how they went."
+    )
+
+
 def system_prompt(name: str, capabilities: Sequence[str], robot_actions: bool) -> str:
     """The responder model's system prompt: who it is and what it can do."""
     can = list(capabilities)
@@ -1207,11 +1232,14 @@ class CascadeResponder(Responder):
         self.engine = engine
         self.lm = lm or LmConfig()
         caps = capabilities_from_tools() if capabilities is None else tuple(capabilities)
-        can = capability_sentence(caps, robot_actions)
+        filled = {
+            CAPABILITIES: capability_sentence(caps, robot_actions),
+            ABOUT_ME: about_sentence(name, robot_actions),
+        }
         compiled = []
         for phrase in phrases:
-            if phrase.reply == CAPABILITIES:
-                phrase = FixedPhrase(phrase.name, phrase.pattern, can)
+            if phrase.reply in filled:
+                phrase = FixedPhrase(phrase.name, phrase.pattern, filled[phrase.reply])
             try:
                 compiled.append((phrase, re.compile(phrase.pattern, re.IGNORECASE)))
             except re.error as exc:
