@@ -186,3 +186,28 @@ def test_overlap_rule_keeps_an_utterance_going_on_past_the_turn_but_not_what_cam
     rule.on_unit_taken_in(frontend, None)
     assert state.user_texts == [] and state.user_turn_speech == 40
     assert rule.state.ignored_overlaps == 1 and rule.state.finished_turn is None
+
+
+def test_addressee_gate_admits_the_speech_the_policy_stopped_the_assistant_for() -> None:
+    from types import SimpleNamespace
+
+    from venus_ros.frontends.cascade.addressee import Addressee
+    from venus_ros.frontends.cascade.state import SessionState
+
+    def frontend_with(text: str) -> SimpleNamespace:
+        state = SessionState(action=None, mic_pos=5 * 16000, frames_end=5 * 16000.0)
+        state.play_end = 6 * 16000.0
+        state.user_turn_start, state.user_turn_speech, state.user_texts = 4 * 16000, 30, [text]
+        return SimpleNamespace(state=state, asr_enabled=True, user_speaking=False)
+
+    remark = "Anna, could you close the door?"  # calls someone else by name: not for us
+    gate = AddresseeGate(Addressee("Venus"))
+    quiet = frontend_with(remark)
+    assert gate.admit_request(quiet) is False and quiet.state.user_texts == []
+    gate.reset()
+    stopped = frontend_with(remark)
+    gate.on_turn_yielded(stopped)  # the policy judged it an interruption and stopped for it
+    assert gate.admit_request(stopped) is True and stopped.state.user_texts == [remark]
+    gate.on_turn_started(stopped)  # answered: the next speech is judged again
+    again = frontend_with(remark)
+    assert gate.admit_request(again) is False

@@ -178,7 +178,9 @@ class AddresseeGate(SessionPart):
 
     Every finished utterance (final transcript) is judged by ``addressee`` from its words, its
     level (the mean energy of its voiced frames while the assistant was silent), its start and
-    whether it follows a played-out turn that asked a question. At each request the texts not
+    whether it follows a played-out turn that asked a question. Speech the floor policy
+    stopped the assistant for is admitted whatever the verdicts (it was judged an
+    interruption: the assistant answers it). At each request the texts not
     addressed are dropped from the pending user text; when nothing addressed remains, the
     user's turn is forgotten and no request is made. Speech with no words made out is judged
     by its level alone once the user has stopped speaking. Without ASR, or with no
@@ -222,9 +224,16 @@ class AddresseeGate(SessionPart):
         if self.addressee is not None:
             self.addressee.note_assistant_turn(end_s)
 
+    def on_turn_started(self, frontend: PolicyFrontend) -> None:
+        """The assistant took the floor: the speech it yielded to before was answered."""
+        self.state.yielded_to = False
+
     def on_turn_yielded(self, frontend: PolicyFrontend) -> None:
-        """A yielded turn asked nothing that the next speech answers; the assistant spoke until
-        now (a conversation is going on)."""
+        """The assistant stopped for the user's speech, which is then for it (the floor policy
+        judged it an interruption: it is answered, not dropped). A yielded turn asked nothing
+        that the next speech answers; the assistant spoke until now (a conversation is going
+        on)."""
+        self.state.yielded_to = True
         self.state.question_end_s = None
         if self.addressee is not None:
             now = min(frontend.state.mic_pos, frontend.state.play_end) / SAMPLE_RATE
@@ -233,7 +242,7 @@ class AddresseeGate(SessionPart):
     def admit_request(self, frontend: PolicyFrontend) -> bool:
         """Drop the texts not addressed; False (and the user's turn forgotten) when nothing
         addressed is left, or (False, kept) while a wordless utterance is still going on."""
-        if self.addressee is None or not frontend.asr_enabled:
+        if self.addressee is None or not frontend.asr_enabled or self.state.yielded_to:
             return True
         session = frontend.state
         texts = session.user_texts

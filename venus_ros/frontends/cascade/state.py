@@ -98,6 +98,8 @@ class AddresseeState:
         texts: The ``user_texts`` list the verdicts belong to.
         verdicts: One verdict per text of ``texts``.
         question_end_s: Where the latest turn ended, if it played out and asked something.
+        yielded_to: The floor policy yielded to the user's speech since the assistant last
+            took the floor: that speech is for the assistant, whatever its words.
         dropped: Utterances dropped as not addressed, this session.
     """
 
@@ -109,6 +111,7 @@ class AddresseeState:
     texts: list[str] | None = None
     verdicts: list[Any] = field(default_factory=list)
     question_end_s: float | None = None
+    yielded_to: bool = False
     dropped: int = 0
 
 
