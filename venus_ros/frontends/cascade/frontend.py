@@ -197,14 +197,10 @@ class AddresseeGate(SessionPart):
     def __init__(self, addressee: Addressee | None = None) -> None:
         self.addressee = addressee
         self.state = AddresseeState()
-        #: Per frame from the utterance's first voiced frame, whether it was voiced (None once
-        #: the assistant's audio played over it: its opening is not judged).
-        self.voicing: list[bool] | None = []
 
     def reset(self) -> None:
         """A new session: nothing accounted, judged or dropped; the addressee starts over."""
         self.state = AddresseeState()
-        self.voicing = []
         if self.addressee is not None:
             self.addressee.reset()
 
@@ -290,13 +286,14 @@ class AddresseeGate(SessionPart):
         acc.seen = len(obs.vad_probs)
 
     def _note_voicing(self, voiced: bool, playing: bool) -> None:
-        """Add one frame of the utterance to :attr:`voicing` (up to :attr:`VOICING_FRAMES`)."""
-        if self.voicing is None or len(self.voicing) >= self.VOICING_FRAMES:
+        """Add one frame of the utterance to its ``voicing`` (up to :attr:`VOICING_FRAMES`)."""
+        acc = self.state
+        if acc.voicing is None or len(acc.voicing) >= self.VOICING_FRAMES:
             return
         if playing:
-            self.voicing = None  # over the assistant's audio: the opening is not judged
+            acc.voicing = None  # over the assistant's audio: the opening is not judged
         else:
-            self.voicing.append(voiced)
+            acc.voicing.append(voiced)
 
     def _judge_new(self, texts: list[str]) -> None:
         """Judge the final transcripts that arrived since the last call."""
@@ -315,9 +312,9 @@ class AddresseeGate(SessionPart):
         after = None
         if acc.question_end_s is not None and acc.start_s is not None:
             after = start - acc.question_end_s
-        opening = opening_of(self.voicing, FRAME_S) if self.voicing else None
+        opening = opening_of(acc.voicing, FRAME_S) if acc.voicing else None
         acc.energy, acc.voiced, acc.start_s = 0.0, 0, None
-        self.voicing = []
+        acc.voicing = []
         return Utterance(
             text,
             start,

@@ -100,6 +100,8 @@ class AddresseeState:
         question_end_s: Where the latest turn ended, if it played out and asked something.
         yielded_to: The floor policy yielded to the user's speech since the assistant last
             took the floor: that speech is for the assistant, whatever its words.
+        voicing: Per frame from the utterance's first voiced frame, whether it was voiced
+            (None once the assistant's audio played over it: its opening is not judged).
         dropped: Utterances dropped as not addressed, this session.
     """
 
@@ -112,6 +114,7 @@ class AddresseeState:
     verdicts: list[Any] = field(default_factory=list)
     question_end_s: float | None = None
     yielded_to: bool = False
+    voicing: list[bool] | None = field(default_factory=list)
     dropped: int = 0
 
 
