@@ -81,6 +81,7 @@ from venus_ros.text.requests import (
     lead_in,
     request_phrase,
 )
+from venus_ros.text.speech import split_sentences
 
 if TYPE_CHECKING:
     from venus_ros.frontends.cascade.lm import ChatLm, Message
@@ -389,7 +390,8 @@ class Conversation:
 
 
 def _sentences(text: str) -> list[str]:
-    return [t for t in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if t.strip()]
+    """The sentences of ``text`` (the text toolkit's split, never cut at clauses)."""
+    return split_sentences(" ".join(text.split()), max_chars=len(text) + 1)
 
 
 def cut_sentence(heard: str, whole: str) -> str:
