@@ -523,8 +523,7 @@ class SegmentTranscriber:
             self._buf = np.zeros(0, dtype=np.float32)
             self._buf_start = 0  # stream sample of self._buf[0]
             self._pos = 0  # samples fed so far
-            self._seg_start: int | None = None  # where the utterance's audio begins
-            self._voice_start = 0  # its start event's sample (after the lead-in)
+            self._voice_start: int | None = None  # the open utterance's start event sample
             self._last_end = 0  # where the previous utterance ended
             self._piece_start = 0
             self._pieces: list[Transcript] = []
@@ -540,7 +539,7 @@ class SegmentTranscriber:
     @property
     def in_utterance(self) -> bool:
         """Whether an utterance is open (``start`` seen, ``end`` not yet)."""
-        return self._seg_start is not None
+        return self._voice_start is not None
 
     def _audio(self, start: int, end: int) -> npt.NDArray[np.float32]:
         lo = max(start - self._buf_start, 0)
@@ -579,7 +578,7 @@ class SegmentTranscriber:
 
     def _cut_pieces(self, until: int) -> list[Transcript]:
         out: list[Transcript] = []
-        while self._seg_start is not None and until - self._piece_start >= self.max_samples:
+        while self._voice_start is not None and until - self._piece_start >= self.max_samples:
             hi = self._piece_start + self.max_samples
             cut = self._cut_point(hi - self.cut_search_samples, hi)
             piece = self._transcribe(self._piece_start, cut, "piece")
@@ -592,7 +591,7 @@ class SegmentTranscriber:
 
     def _trim(self) -> None:
         keep_from = self._pos - self.preroll_samples
-        if self._seg_start is not None:
+        if self._voice_start is not None:
             keep_from = min(keep_from, self._piece_start)
         drop = keep_from - self._buf_start
         if drop > 0:
@@ -618,15 +617,15 @@ class SegmentTranscriber:
             for ev in sorted(events, key=lambda e: e.sample):
                 sample = min(max(int(ev.sample), self._buf_start), self._pos)
                 out.extend(self._cut_pieces(sample))
-                if ev.kind == "start" and self._seg_start is None:
+                if ev.kind == "start" and self._voice_start is None:
                     begin = max(sample - self.lead_in_samples, self._last_end, self._buf_start)
-                    self._seg_start = self._piece_start = min(begin, sample)
+                    self._piece_start = min(begin, sample)  # its audio, from the lead-in
                     self._voice_start = sample
                     self._pieces = []
                     self._partial = None
                     self._partial_at = sample
                     self._spec = None
-                elif ev.kind == "end" and self._seg_start is not None:
+                elif ev.kind == "end" and self._voice_start is not None:
                     out.append(self._finish(sample))
             out.extend(self._cut_pieces(self._pos))
             if pending_end is not None:
@@ -635,7 +634,7 @@ class SegmentTranscriber:
         return out
 
     def _speculate(self, end: int) -> None:
-        if self._seg_start is None or not self._piece_start < end <= self._pos:
+        if self._voice_start is None or not self._piece_start < end <= self._pos:
             return
         if self._spec is not None and self._spec[:2] == (self._piece_start, end):
             return
@@ -651,7 +650,7 @@ class SegmentTranscriber:
         else:
             last = self._transcribe(self._piece_start, end, "final")
         final = self._joined(last, "final")
-        self._seg_start = None
+        self._voice_start = None
         self._last_end = end
         self._pieces = []
         self._partial = None
@@ -661,7 +660,7 @@ class SegmentTranscriber:
     def flush(self) -> list[Transcript]:
         """Closes an open utterance at the current position (end of stream)."""
         with self._lock:
-            if self._seg_start is None:
+            if self._voice_start is None:
                 return []
             final = self._finish(self._pos)
             self._trim()
@@ -672,7 +671,7 @@ class SegmentTranscriber:
         """Seconds of the utterance in progress heard so far, from its start event (0.0 when
         none is open)."""
         with self._lock:
-            if self._seg_start is None:
+            if self._voice_start is None:
                 return 0.0
             return max(self._pos - self._voice_start, 0) / SAMPLE_RATE
 
@@ -693,7 +692,7 @@ class SegmentTranscriber:
         )
         least = self.min_partial_samples if min_s is None else round(min_s * SAMPLE_RATE)
         with self._lock:
-            if self._seg_start is None:
+            if self._voice_start is None:
                 return None
             if self._pos - self._voice_start < least and not self._pieces:
                 return None
