@@ -840,12 +840,7 @@ class PolicyFrontend(Frontend):
         response = self._respond()
         if response is None:
             return None
-        self._begin(
-            response.text,
-            forced=False,
-            answers_user=response.kind != "backend",
-            source=response.stream,
-        )
+        self._begin_response(response)
         self._began_early = response.kind
         return self._emit(at)
 
@@ -989,12 +984,7 @@ class PolicyFrontend(Frontend):
         elif early:  # a turn begun since the last boundary, already played out
             out = UnitOutput(Decision.LISTEN)
         elif action is FloorAction.START_SPEAKING and (response := self._respond()) is not None:
-            self._begin(
-                response.text,
-                forced=False,
-                answers_user=response.kind != "backend",
-                source=response.stream,
-            )
+            self._begin_response(response)
             began = response.kind
             out = self._emit(boundary)
         else:
@@ -1056,6 +1046,16 @@ class PolicyFrontend(Frontend):
         if response is not None and response.kind == "backend":
             self.state.backend.popleft()
         return response
+
+    def _begin_response(self, response: Response) -> None:
+        """Start the turn that voices ``response`` (a backend reply leaves the user's newer
+        speech waiting; anything else answers it)."""
+        self._begin(
+            response.text,
+            forced=False,
+            answers_user=response.kind != "backend",
+            source=response.stream,
+        )
 
     def _begin(self, text: str, *, forced: bool, answers_user: bool, source: Any = None) -> None:
         """Start a turn (or, while speaking, replace the rest of it) voicing ``text``.
