@@ -443,27 +443,24 @@ class FrontendNode(ManagedNode):
         if piece is None or self.assembler.pending_units:
             return
         self._heard = piece.end
-        flush = loop.hear(piece)
-        started = loop.speak_now(piece)
-        if not flush and started is None:
-            return
-        stamp = self.get_clock().now().to_msg()
-        msg = UnitDecision()
-        msg.header = Header(stamp=stamp)
-        msg.unit_index = max(self._last_unit, 0)
-        msg.decision = UnitDecision.SPEAK
-        msg.end_of_turn = started is not None and started.end_of_turn
-        msg.flush = flush
-        msg.realtime_debt = float(loop.debt_s)
-        msg.unit_duration = float(piece.length / piece.sample_rate)
-        if flush:
+        duration = piece.length / piece.sample_rate
+        if loop.hear(piece):
             self.early_flushes += 1
-        else:
-            self.early_starts += 1
-        self.pub_decision.publish(msg)
-        if started is None:
+            msg = UnitDecision()
+            msg.header = Header(stamp=self.get_clock().now().to_msg())
+            msg.unit_index = max(self._last_unit, 0)
+            msg.decision = UnitDecision.SPEAK
+            msg.end_of_turn = False
+            msg.flush = True
+            msg.realtime_debt = float(loop.debt_s)
+            msg.unit_duration = float(duration)
+            self.pub_decision.publish(msg)
             self._publish_timeline()
-        else:
+        started = loop.speak_now(piece)
+        if started is not None:
+            self.early_starts += 1
+            stamp = self.get_clock().now().to_msg()
+            self.pub_decision.publish(convert.decision_to_msg(started, duration, stamp))
             self._send(started, stamp)
 
     # ------------------------------------------------------------------ delegation
