@@ -55,12 +55,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from venus_ros.frontends.cascade.addressee import vocative
 from venus_ros.frontends.policy import (
     FRAME_S,
     FloorAction,
     FloorObservation,
     FloorPolicy,
 )
+from venus_ros.text.speech import split_sentences
 
 if TYPE_CHECKING:
     import onnx
@@ -590,9 +592,6 @@ class TrainedFloorPolicy(FloorPolicy):
         calls anyone by name calls someone else ("Yeah. Sam, can you grab the mail?";
         :func:`~venus_ros.frontends.cascade.addressee.vocative`): such speech over the
         assistant is never yielded to."""
-        from venus_ros.frontends.cascade.addressee import vocative
-        from venus_ros.text.speech import split_sentences
-
         text = observation_text(obs, self.features.partials)
         for sentence in reversed(split_sentences(text) if text else []):
             called = vocative(sentence, self.name)
