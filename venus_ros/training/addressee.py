@@ -69,16 +69,20 @@ from venus_ros.training.router import (
 )
 
 __all__ = [
+    "CORPUS_PATH",
+    "EXTRA_ADDRESSED",
     "EXTRA_NAMES",
     "EXTRA_NOT_ADDRESSED",
     "EXTRA_VOCATIVES",
     "MIN_RECALL",
     "MIN_RECALL_IDLE",
     "MISHEARD_WORDS",
+    "NOT_ADDRESSED_BY_KIND",
     "asr_form",
     "calibrate_statement_threshold",
     "evaluation_names",
     "evaluation_phrases",
+    "load_addressee_corpus",
     "main",
     "recognised_forms",
     "spoken_phrases",
@@ -111,261 +115,59 @@ NOISE_SHARE = 0.5
 NOISE_SNR_DB: tuple[float, float] = (10.0, 25.0)
 """Range of the speech-to-noise ratio where noise is added."""
 
-#: More speech not meant for the assistant (written for this trainer; training data only).
-EXTRA_NOT_ADDRESSED: tuple[str, ...] = (
-    # one side of a conversation with someone else in the room
-    "Did you lock the car when we got back?",
-    "I can't find the other sock anywhere.",
-    "Your turn to do the dishes tonight.",
-    "We're out of milk again, can you pick some up on your way home?",
-    "Mind the step, it's slippery.",
-    "Put it over there, next to the lamp.",
-    "Leave it, I'll sort it out later.",
-    "Come and look at this, quick!",
-    "Shall we watch the film or go for a walk?",
-    "I told you it would rain today.",
-    "That's mine, give it back.",
-    "Who left the fridge door open?",
-    # talking to oneself
-    "Now where did I leave the scissors.",
-    "Right, what was I doing.",
-    "This jar is impossible to open.",
-    "I really need to clean this window.",
-    "Come on, come on, start.",
-    "Hmm, that's odd.",
-    # phone calls
-    "Hi, yes, it's me, I'm just leaving now.",
-    "No, I can't make Thursday, how about Friday?",
-    "Okay, love you too, bye.",
-    "Sorry, you're breaking up, say that again?",
-    "Tell him I said happy birthday.",
-    # radio, television, announcements
-    "You're listening to the morning show, here's the traffic update.",
-    "That was the latest from the charts, up next, the weather.",
-    "Scattered showers will clear by the evening, with lows of five degrees.",
-    "Police have closed the northbound carriageway after an accident.",
-    "He takes it past one defender, then another, and what a save!",
-    "Stay with us, more after these messages.",
-    "Order today and we'll double your offer, but only for the next hour.",
-    "The prime minister is expected to make a statement later this afternoon.",
-    "In tonight's episode, the detectives finally close in on the suspect.",
-    "Ladies and gentlemen, please welcome to the stage tonight's special guest!",
-    "Shares in the car maker fell sharply after the announcement.",
-    "The final whistle goes and the home side take all three points.",
-    "Welcome back to the programme, before the break we were talking about gardening.",
-    "Now over to our correspondent in the capital.",
-    "This programme contains scenes that some viewers may find upsetting.",
-    "Temperatures will climb into the high twenties by the end of the week.",
-    "Thanks for tuning in, we'll see you at the same time tomorrow.",
-    # more remarks to someone else in the room (no name said)
-    "Have you fed the dog yet?",
-    "Are you still using the laptop or can I have it?",
-    "Did you remember to call your grandmother?",
-    "Don't forget your lunch, it's on the counter.",
-    "You left the lights on in the bathroom again.",
-    "Hurry up, we're going to be late.",
-    "Go and brush your teeth, it's nearly bedtime.",
-    "Is that your jacket on the floor?",
-    "Have you finished your homework?",
-    "I'm popping out to the shop, do you want anything?",
-    "Sit down, dinner's nearly ready.",
-    "Careful, the plate is hot.",
-    "Did your mum ring back?",
-    "Shut the door behind you, it's freezing.",
-    "You look tired, go and have a lie down.",
-    "Where did you put the car keys?",
-    "What time does your train leave?",
-    "Let's go, the film starts in ten minutes.",
-    "Are you hungry? I could make some pasta.",
-    "Don't touch that, it's still wet.",
-    "Wipe your feet before you come in.",
-    "I'll be upstairs if you need me.",
-    "Did you hear that noise outside?",
-    "You're standing on my foot.",
-    "Grab a towel, you're dripping everywhere.",
-    "Who ate the last biscuit?",
-    "Would you mind feeding the cat while I'm away?",
-    "You can borrow my umbrella if you like.",
-    "Tell your brother the food is ready.",
-    "Have you seen the scissors? They were here a minute ago.",
-    "Is it your turn or mine to walk the dog?",
-    "Mind your head on the shelf.",
-    "We need to leave in five minutes, get your shoes on.",
-    "Did you want tea or coffee?",
-    # remarks to oneself and exclamations
-    "Ouch, I just stubbed my toe.",
-    "Oh great, the milk has gone off.",
-    "Where are my glasses, I had them a second ago.",
-    "Wow, look at that sunset.",
-    "Oh no, I forgot to buy bread.",
-    "Ugh, this traffic is terrible.",
-    "Hmm, I wonder who that could be.",
-    "Oh, someone's at the door.",
-    "Darn, the battery's flat again.",
-    "Well, that didn't go to plan.",
-    "Oh dear, the plant is dying.",
-    "Blimey, it's cold in here.",
-    "I knew I should have brought a coat.",
-    "That's the third time the bus has been late this week.",
-    "Hmm, I thought I left my wallet on the table.",
-    "Oh, the post has come.",
-    "Whoops, I dropped a fork.",
-    "Goodness, is it that late already?",
-    "Phew, that was close.",
-    "Oh, the kettle's boiled.",
-    "I'm sure I put the receipt somewhere.",
-    "Right, where was I.",
-    "Let me just find my reading glasses.",
-    "Ah, there it is, under the cushion.",
-    # one side of a phone call
-    "Hello? Yes, speaking.",
-    "Hi Mum, yeah, I'm fine, just cooking dinner.",
-    "Can I call you back? I'm in the middle of something.",
-    "Yeah, no, that works for me, see you then.",
-    "I'm about ten minutes away, start without me.",
-    "What did the doctor say?",
-    "Oh really? When did that happen?",
-    "No, I haven't heard from him since Monday.",
-    "Alright, I'll let her know, thanks for calling.",
-    "Yes, the appointment is at half past three.",
-    "Sorry, who is this?",
-    "I'll send you the photos tonight.",
-    "Uh huh, yeah, I know what you mean.",
-    "That's terrible, is she okay?",
-    "We're thinking of coming up on Saturday if that's alright.",
-    "Mm, yes, I've got the reference number here somewhere.",
-    "Yes, my date of birth is the fourth of June.",
-    "No problem, talk soon, bye bye.",
-    "I can't hear you very well, I'll ring you back.",
-    "Did you get my message about the party?",
-    # more radio and television
-    "Breaking news this hour, flooding has closed several roads in the west.",
-    "And now, the weather for the weekend.",
-    "Don't go away, we'll be right back after this.",
-    "Call now and get a second one absolutely free.",
-    "He shoots, he scores, the crowd goes wild!",
-    "Next week on the show, we visit a castle in the highlands.",
-    "Inflation rose slightly last month, according to official figures.",
-    "The match resumes after a short delay for rain.",
-    "I never thought I'd see you again, she whispered.",
-    "Get out of my house and never come back!",
-    "This is the six o'clock news.",
-    "Join us again next week for another episode.",
-    "That's all from us tonight, good night.",
-    "The band will be touring the country this autumn.",
-    "Heavy snow is expected on high ground overnight.",
-    "Available now in all good stores.",
-    "Our top story tonight, a new hospital opens in the city centre.",
-    "And the winner of this year's competition is...",
-    "Terms and conditions apply, see our website for details.",
-    "The defender clears it away and it's a corner.",
-    # more remarks about the moment, said to whoever is around
-    "The neighbours are having a party again.",
-    "Oh, your parcel has arrived.",
-    "That smells amazing, what are you cooking?",
-    "The car's making that funny noise again.",
-    "I think the dishwasher is leaking.",
-    "Look, the cat's asleep in the laundry basket.",
-    "My feet are killing me after that walk.",
-    "It's gone really quiet outside.",
-    "Someone's parked across our driveway again.",
-    "You were right, it did rain in the end.",
-    "We should paint this room one day.",
-    "That was the best meal I've had in ages.",
-    "I can't believe how fast the kids are growing.",
-    "The baby's finally asleep.",
-    "Oh, the bread is ready, it smells lovely.",
-    "Your shoelace is undone.",
-    "I'm off to bed, see you in the morning.",
-    "That's not how you fold a fitted sheet.",
-    "There's a spider in the bath.",
-    "The heating's come on, thank goodness.",
-    "Oh, you've had your hair cut, it looks nice.",
-    "I'm just going to have a quick shower.",
-    "That jumper really suits you.",
-    "We've run out of washing up liquid.",
-    "It's your dad on the phone.",
-    "The wifi's down again.",
-    "Oh, my tea's gone cold.",
-    "I left my umbrella on the bus, typical.",
-    "The roses are coming up nicely this year.",
-    "Hang on, I'm just finishing this email.",
-    "Sorry, I was miles away.",
-    "No, I said the green one, not the blue one.",
-    "Honestly, you never listen to me.",
-    "Fine, have it your way.",
-    "Oh, that's a shame, I was looking forward to it.",
-    "Well done, that's brilliant!",
-    "Bless you.",
-    "Happy birthday, darling!",
-    "Shh, I'm trying to watch this.",
-    "I told you, it's in the top drawer.",
-    "Because I said so.",
-    "Yes, you can have one more biscuit.",
-    "No, not now, maybe after lunch.",
-    "I'll be with you in a minute.",
-    "We'll see what your father says.",
-    "Stop teasing your sister.",
-    # more of a phone or video call
-    "Can you hear me now? I'm on the train.",
-    "I'm just putting the kettle on, carry on.",
-    "Hi, it's me again, sorry to bother you.",
-    "Yeah, I got it, thanks, I'll have a look tonight.",
-    "Tell the kids I love them.",
-    "What time does your flight land?",
-    "Are you coming for Sunday lunch?",
-    "Hang on, the line is terrible.",
-    "Oh, you're on mute, we can't hear you.",
-    "Can everyone see my screen?",
-    "Let's pick this up in tomorrow's meeting.",
-    "Sorry, go ahead, you first.",
-    "I'll forward you the details after the call.",
-    "Yes, that's right, two adults and one child.",
-    "No, the parcel still hasn't arrived.",
-    "I'm outside, can you buzz me in?",
-    "Give me five minutes, I'm nearly there.",
-    "Okay, I'll pick up some bread on the way.",
-    # more radio, television and podcasts
-    "Welcome to another episode of the podcast.",
-    "And the crowd are on their feet!",
-    "Here's a song that takes me right back to my school days.",
-    "We asked a hundred people to name something you find in a kitchen.",
-    "The suspect was last seen wearing a dark jacket.",
-    "Mix the flour and butter until it looks like breadcrumbs.",
-    "Rain will spread from the west during the morning.",
-    "Don't forget to like and subscribe.",
-    "You've got ten seconds, starting now.",
-    "Our survey says!",
-    "The jury has reached a verdict, your honour.",
-    "Put your hands together for the band!",
-    "That's it for the sport, now back to the studio.",
-    "Is that your final answer?",
-    "Meanwhile, in the jungle, the tiger waits patiently.",
-    "Buy one, get one free, this week only at your local store.",
+CORPUS_PATH = (
+    Path(__file__).resolve().parents[1]
+    / "frontends"
+    / "cascade"
+    / "data"
+    / ("addressee_corpus.yaml")
 )
-#: More remarks that call someone else by name; ``{name}`` is filled with every training name
-#: and with :data:`EXTRA_NAMES` (general English first names, training data only).
-EXTRA_VOCATIVES: tuple[str, ...] = (
-    "{name}, come here a minute.",
-    "Oi, {name}, that's my seat.",
-    "{name}, is your sister home yet?",
-    "{name}, where did you put the remote?",
-    "{name}, turn the telly off, please.",
-    "{name}, breakfast is on the table.",
-    "{name}, have you done your homework?",
-    "{name}, can you help me with this box?",
-    "{name}, what time are we leaving?",
-    "Hey {name}, look at this.",
-    "{name}, your phone is ringing.",
-    "{name}, don't forget your keys.",
-    "Come on, {name}, we're late.",
-    "{name}, is that you?",
-    "Thanks, {name}, that's lovely.",
-    "See you later, {name}.",
-    "Night night, {name}.",
-    "Can you take the bins out, {name}?",
-    "Are you ready, {name}?",
-)
+"""The hand-written addressee corpus (speech not for the assistant by kind, vocative templates,
+speech said to it; training data only)."""
+
+
+def load_addressee_corpus(path: str | Path = CORPUS_PATH) -> dict[str, dict[str, tuple[str, ...]]]:
+    """The addressee corpus: ``{"not_addressed": {kind: lines}, "vocatives": {"templates":
+    lines}, "addressed": {kind: lines}}``.
+
+    Raises:
+        ValueError: When the file is not a corpus of that shape (a section missing, a line that
+            is not a non-empty string, a vocative template without ``{name}``).
+    """
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a mapping")
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for section in ("not_addressed", "vocatives", "addressed"):
+        raw = data.get(section)
+        kinds = {"templates": raw} if isinstance(raw, list) else raw
+        if not isinstance(kinds, dict) or not kinds:
+            raise ValueError(f"{path}: section {section!r} is missing or empty")
+        out[section] = {}
+        for kind, lines in kinds.items():
+            if not isinstance(lines, list) or not all(
+                isinstance(t, str) and t.strip() for t in lines
+            ):
+                raise ValueError(f"{path}: {section}.{kind} must be a list of non-empty strings")
+            out[section][str(kind)] = tuple(" ".join(t.split()) for t in lines)
+    bad = [t for t in out["vocatives"]["templates"] if "{name}" not in t]
+    if bad:
+        raise ValueError(f"{path}: vocative templates without {{name}}: {bad[:3]}")
+    return out
+
+
+_CORPUS = load_addressee_corpus()
+#: Speech not meant for the assistant written for this trainer (every kind of the corpus's
+#: ``not_addressed``: self-talk, exclamations, remarks to others, phone talk, broadcast lines);
+#: training data only.
+NOT_ADDRESSED_BY_KIND: dict[str, tuple[str, ...]] = dict(_CORPUS["not_addressed"])
+#: Remarks that call someone else by name; ``{name}`` is filled with every training name and
+#: with :data:`EXTRA_NAMES` (general English first names, training data only).
+EXTRA_VOCATIVES: tuple[str, ...] = _CORPUS["vocatives"]["templates"]
+#: Speech said to the assistant written for this trainer (requests, chit-chat, follow-ups).
+EXTRA_ADDRESSED: tuple[str, ...] = tuple(t for v in _CORPUS["addressed"].values() for t in v)
 #: First names for :data:`EXTRA_VOCATIVES` (general; any name of the evaluation part is left out
 #: by :func:`training_texts`).
 EXTRA_NAMES: tuple[str, ...] = (
@@ -456,6 +258,22 @@ def evaluation_names() -> frozenset[str]:
     return frozenset(n.lower() for n in phrases_eval.OTHER_NAMES)
 
 
+def _named_once(templates: Sequence[str], names: Sequence[str]) -> tuple[str, ...]:
+    """Each template filled with one of ``names`` in turn, names of the evaluation part left
+    out (for :data:`EXTRA_NOT_ADDRESSED`)."""
+    banned = evaluation_names()
+    kept = [n for n in names if n.lower() not in banned]
+    return tuple(t.format(name=kept[k % len(kept)]) for k, t in enumerate(templates))
+
+
+#: Every extra line not meant for the assistant: :data:`NOT_ADDRESSED_BY_KIND` and each of
+#: :data:`EXTRA_VOCATIVES` with one name (the interruption trainer reads these as negatives).
+EXTRA_NOT_ADDRESSED: tuple[str, ...] = (
+    *(t for lines in NOT_ADDRESSED_BY_KIND.values() for t in lines),
+    *_named_once(EXTRA_VOCATIVES, EXTRA_NAMES),
+)
+
+
 #: One training phrase group: its variants as written (each also in :func:`asr_form`), whether
 #: it is addressed, and variants kept only as written (the garbled vocatives).
 Phrase = tuple[list[str], bool, list[str]]
@@ -475,6 +293,7 @@ def training_phrases() -> list[Phrase]:
         *fam.delegate_no,
         *fam.interruptions,
         *(f"{a} {b}" for a, b in fam.paused_sentences),
+        *EXTRA_ADDRESSED,
     ]
     phrases += [([t], True, []) for t in addressed]
     by_group: dict[int, list[str]] = {}
@@ -492,7 +311,7 @@ def training_phrases() -> list[Phrase]:
         *fam.phone_talk,
         *fam.background_talk,
         *fam.background_tv,
-        *EXTRA_NOT_ADDRESSED,
+        *(t for lines in NOT_ADDRESSED_BY_KIND.values() for t in lines),
     )
     phrases += [([t], False, []) for t in others]
     return phrases
