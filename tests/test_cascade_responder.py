@@ -28,8 +28,10 @@ from venus_ros.frontends.cascade.responder import (
     Conversation,
     LmConfig,
     ReplyStream,
+    asks_arithmetic,
     capabilities_from_tools,
     check_phrase_for,
+    harness_is_open_ended,
     make_lm,
     opener_for,
     with_context,
@@ -321,7 +323,8 @@ def test_a_reply_not_ready_when_its_turn_starts_opens_with_an_acknowledgement(
     whole in the next unit."""
     gate = threading.Semaphore(0)
     engine = ScriptedLm(["The light", " is on."], gate)
-    responder = CascadeResponder(lambda _: False, engine=engine, capabilities=[])
+    # lead_ins=False: the bare opener (one naming the request: the test after the next one)
+    responder = CascadeResponder(lambda _: False, engine=engine, capabilities=[], lead_ins=False)
 
     class HeldBack(PolicyFrontend):
         """Releases the engine from the unit after the turn started."""
@@ -343,7 +346,8 @@ def test_a_reply_not_ready_when_its_turn_starts_opens_with_an_acknowledgement(
     }
     start = speak[0].unit_index
     assert speak[0].started == "reply"
-    assert said[start].strip() == opener_for("Is the kitchen light on?") == "Let me think."
+    bare = opener_for("Is the kitchen light on?", name=False)
+    assert said[start].strip() == bare == "Let me think."
     assert said[start + 1].strip() == "The light is on."
     assert speak[-1].end_of_turn and speak[-1].unit_index == start + 1
     assert responder.conversation.last_assistant() == "Let me think. The light is on."
@@ -390,9 +394,33 @@ def test_after_its_first_phrase_a_reply_that_opened_waits_as_long_as_any() -> No
 
 
 def test_the_opener_is_said_once_and_never_stands_for_the_reply() -> None:
-    assert opener_for("What can you do?") == "Let me think."  # a question
+    assert opener_for("What can you do?") == "Let me think."  # a question naming nothing
     assert opener_for("Can you go slower?") == "Oh, okay."  # a request, not a question
     assert opener_for("No, the other room.") == "Oh, okay."
+    # an opener names what was asked: the question said back, the correction's object
+    assert (
+        opener_for("Wait, sorry, is that safe for kids?") == "Is that safe for kids? Let me think."
+    )
+    assert opener_for("Sorry, I mean for two people, not four.") == "Oh, okay, for two people."
+    assert opener_for("No, no, I already tried that.") == "Oh, okay, you already tried that."
+    long = "Hold on, how long would it take me to walk to the station?"  # said as a clause
+    assert (
+        opener_for(long) == "Let me think about how long it would take you to walk to the station."
+    )
+    assert opener_for("Is that safe for kids?", name=False) == "Let me think."
+    # once the opener named the request, a reply that gives up does not name it again
+    named = ReplyStream(
+        ScriptedLm([]),
+        [],
+        opener="Is it far? Let me think.",
+        fallback="Sorry, is it far?",
+        opened_fallback="Sorry, I'm not sure.",
+    )
+    named.join()
+    assert named.open() and named.give_up() == "Sorry, I'm not sure."
+    unnamed = ReplyStream(ScriptedLm([]), [], fallback="Sorry, is it far?", opened_fallback="x")
+    unnamed.join()
+    assert unnamed.take(0.0) == ("Sorry, is it far?", True)  # no opener said: the fallback
     gate = threading.Semaphore(0)
     stream = ReplyStream(ScriptedLm(["Yes."], gate), [], opener=" Oh, okay. ", fallback="Hm?")
     assert stream.open() == "Oh, okay." and stream.opened
@@ -584,7 +612,8 @@ def test_a_question_about_the_interrupted_answer_is_answered_from_it_not_delegat
     )
     reply = responder.respond(request("Sorry, which platform does it leave from?"))
     assert reply is not None and reply.kind == "reply" and responder.last_intent == "generated"
-    assert reply.spoken == "Which platform?"  # said at once, naming what was asked
+    # nothing said ahead of the reply; its opener (said if the reply is late) names the question
+    assert reply.spoken == "" and reply.stream.opener.startswith("Which platform does it leave")
     assert "platform four at ten. It stops at York." in engine.calls[-1][-1]["content"]
     reply.stream.join()
     text, _ = reply.stream.take(0.0)
@@ -662,13 +691,14 @@ def test_a_reply_that_keeps_the_user_waiting_gives_way_to_its_fallback(tmp_path:
         if r.kind.value == "assistant_text" and r.payload["text"].strip()
     ]
     assert speak and speak[0].started == "reply"
-    spoken = " ".join(p["text"] for p in said)
-    assert "garage door" in spoken and "is open" not in spoken
-    assert said[0]["unit"] == speak[0].unit_index  # the opener, at once
-    assert " ".join(said[0]["text"].split()) == "Let me think."
-    # nothing by the next unit either: the fallback follows the opener with no silent unit
-    assert said[1]["unit"] == speak[0].unit_index + 1
-    assert said[1]["text"].startswith("Sorry, I'm not sure")
+    spoken = " ".join(" ".join(p["text"] for p in said).split())
+    # the opener, at once, names the question (the first words answer to it)...
+    assert said[0]["unit"] == speak[0].unit_index
+    assert "garage door" in spoken.split("Let me think.")[0]
+    # ... and the fallback follows it with no silent unit, without naming it again
+    units = [p["unit"] for p in said]
+    assert units == list(range(units[0], units[0] + len(units)))
+    assert spoken.endswith("Let me think. Sorry, I'm not sure.")
 
 
 def test_a_question_about_the_answer_finds_the_sentence_it_is_about() -> None:
@@ -885,3 +915,135 @@ def test_a_reply_is_ready_at_once_when_fixed_and_once_its_first_phrase_is_in() -
     reply = responder.respond(ask)
     assert reply is not None and reply.stream.take(0.0)[0] == "Blue is a calm colour."
     gate.release(1)
+
+
+# ---------------------------------------------------- follow-ups to the assistant's own answer
+
+
+@pytest.fixture(scope="module")
+def embedder() -> object:
+    from venus_ros.audio.vad import ModelPackageMissing
+    from venus_ros.frontends.cascade.embed import Embedder
+
+    try:
+        return Embedder()
+    except ModelPackageMissing as exc:
+        pytest.skip(str(exc))
+
+
+TOOLS = (
+    "tells the current time and date",
+    "evaluates an arithmetic expression exactly",
+    "sets a timer or reminder that speaks when it is due",
+)
+
+
+def follow_up_responder(embedder: object, **kwargs: object) -> CascadeResponder:
+    """A responder whose delegator sends everything to the harness, after a cut-off answer."""
+    options: dict[str, object] = {"capabilities": TOOLS, "open_ended": False, **kwargs}
+    responder = CascadeResponder(
+        lambda _: True,
+        engine=ScriptedLm(["Yes, a beginner can do it with a little care."]),
+        embedder=embedder,
+        **options,  # type: ignore[arg-type]
+    )
+    responder.heard(
+        "Soak the lentils for an hour, then simmer them", True, "with a bay leaf until soft."
+    )
+    return responder
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Wait, is that okay for a beginner?",  # refers back to the answer
+        "Hang on, does it matter which kind?",
+        "Sorry, do I need a special pot?",  # the user's own doing of it
+        "What's a bay leaf?",  # a word of the answer
+        "Hold on, can you explain the simmering part?",  # a request to explain
+    ],
+)
+def test_a_follow_up_to_the_interrupted_answer_is_answered_locally(
+    embedder: object, text: str
+) -> None:
+    """No configured tool can answer it, so it is not delegated (where the harness would say
+    "no tool can answer this"): the local model answers, with the cut-off turn in its prompt."""
+    responder = follow_up_responder(embedder)
+    assert responder.local_follow_up(text)
+    reply = responder.respond(request(text))
+    assert reply is not None and reply.kind == "reply" and responder.last_intent == "generated"
+    assert "with a bay leaf until soft." in responder.engine.calls[-1][-1]["content"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hang on, what time is it?",  # a configured tool fits (the clock)
+        "Wait, what's twelve times fourteen?",  # a sum, and a calculator
+        "Hold on, is the oven off?",  # a question of its own, not about the answer
+        "Sorry, is the chemist still open now?",  # a fact that changes over time
+        "Wait, go and close the window.",  # a request to act
+    ],
+)
+def test_a_request_the_harness_can_serve_is_still_delegated_after_a_cut_in(
+    embedder: object, text: str
+) -> None:
+    responder = follow_up_responder(embedder)
+    assert not responder.local_follow_up(text)
+    reply = responder.respond(request(text))
+    assert reply is not None and reply.kind == "delegate"
+
+
+def test_an_open_ended_harness_or_no_cut_turn_leaves_the_choice_to_the_delegator(
+    embedder: object, tmp_path: Path
+) -> None:
+    question = "Wait, is that okay for a beginner?"
+    cloud = follow_up_responder(embedder, open_ended=True)  # a cloud planner answers anything
+    assert (
+        not cloud.local_follow_up(question) and cloud.respond(request(question)).kind == "delegate"
+    )  # type: ignore[union-attr]
+    fresh = CascadeResponder(
+        lambda _: True,
+        engine=ScriptedLm(["x"]),
+        embedder=embedder,
+        capabilities=TOOLS,
+        open_ended=False,
+    )
+    assert fresh.respond(request(question)).kind == "delegate"  # type: ignore[union-attr]
+    # the tool file says whether the harness has a cloud planner
+    file = tmp_path / "tools.yaml"
+    file.write_text(
+        "enabled: [clock, cloud]\ntools:\n  clock: {kind: builtin, description: Tells time.}\n"
+        "  cloud: {kind: llm, description: Plans.}\n",
+        encoding="utf-8",
+    )
+    assert harness_is_open_ended(file)
+    file.write_text("enabled: [clock]\ntools:\n  clock: {kind: builtin}\n", encoding="utf-8")
+    assert not harness_is_open_ended(file) and not harness_is_open_ended(tmp_path / "none.yaml")
+
+
+def test_sums_are_told_from_numbers_in_passing() -> None:
+    for text in ("what's 15 percent of 80", "nine squared", "twenty five plus seventeen", "7*8"):
+        assert asks_arithmetic(text), text
+    for text in ("is it two or three cups?", "for 3-4 people", "why an hour?", "one more time"):
+        assert not asks_arithmetic(text), text
+
+
+def test_a_reply_that_dodges_is_replaced_by_one_naming_the_question() -> None:
+    """ "I'm not familiar with X" names a word of the request and answers nothing: replaced by
+    the clarifying question, which names what the question adds to the turn."""
+    engine = ScriptedLm(["I'm not familiar with lentils."])
+    responder = CascadeResponder(lambda _: False, engine=engine, capabilities=[], open_ended=False)
+    responder.heard("Soak the lentils for an hour,", True, "then simmer them until soft.")
+    reply = responder.respond(request("Are lentils good for a toddler?"))
+    assert reply is not None and reply.kind == "reply"
+    reply.stream.join()
+    text, done = reply.stream.take(0.0)
+    assert done and reply.stream.replaced and "toddler" in text and "familiar" not in text
+    # naming only a word the turn said is not enough: the question added "toddler"
+    echo = ScriptedLm(["Lentils are soaked for an hour."])
+    again = CascadeResponder(lambda _: False, engine=echo, capabilities=[], open_ended=False)
+    again.heard("Soak the lentils for an hour,", True, "then simmer them until soft.")
+    reply = again.respond(request("Are lentils good for a toddler?"))
+    reply.stream.join()  # type: ignore[union-attr]
+    assert reply.stream.replaced and "toddler" in reply.stream.take(0.0)[0]  # type: ignore[union-attr]

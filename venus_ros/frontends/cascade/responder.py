@@ -24,7 +24,11 @@ user *heard* of the assistant, cut where a turn was interrupted):
    "who are you?" / "how do you work?" (:func:`about_sentence`: its name and set-up);
 7. any other question about the turn the user just interrupted
    (:meth:`CascadeResponder.about_answer`) is answered from that turn's whole text — what was
-   heard and what was still to come;
+   heard and what was still to come; so is any other question, or request to explain or say
+   more, made while that turn is the context, unless the harness really has a capability for
+   it (:meth:`CascadeResponder.harness_can_answer`: a cloud planner, a configured tool close in
+   meaning, a sum for a calculator): a follow-up to the assistant's own answer is the local
+   model's to answer, not a delegation that ends in "no tool can answer this";
 8. a request the delegation router sends to the harness: an acknowledgement naming it
    (:func:`check_phrase_for`: "Let me check when the bakery opens.") and a private
    ``<delegate>`` span holding the cleaned query (the router decides, not the language model);
@@ -34,11 +38,12 @@ user *heard* of the assistant, cut where a turn was interrupted):
    (:func:`capabilities_from_tools`), followed by example exchanges (:data:`FEW_SHOTS`).
 
 A generated reply must be about the request: it is held until it names one of the user's
-content words (for a question about the interrupted turn: until its first sentence carries
-something of the sentence asked about and little that was never said); one that does not is
-replaced by a question naming the request (:func:`clarifying_question`) or by the clause
-asked about ("I said ..."). It may start with a lead-in naming what was asked
-(:func:`lead_in`: "Which day?"), spoken while the rest is generated.
+content words — one the interrupted turn did not say, when the request has such words — (for
+a question about the interrupted turn: until its first sentence carries something of the
+sentence asked about and little that was never said); a reply that dodges ("I'm not familiar
+with ...", :data:`DODGE`) never passes. One that does not is replaced by a question naming the
+request (:func:`clarifying_question`) or, when the question adds nothing to the turn, by the
+clause asked about ("I said ...").
 
 Generation runs on a thread of its own (:class:`ReplyStream`), bounded in tokens and time, at
 the unit loop's CPU priority until its first phrase is ready and at a lower one after; it starts
@@ -47,8 +52,11 @@ turn player asks the stream for finished phrases at every unit (:meth:`ReplyStre
 waiting at most a bounded time), so the first words are spoken while the rest is generated; a
 unit never waits longer. When the turn starts before the first phrase is ready (the final
 transcript often arrives at the boundary where the policy takes the turn), the turn opens with
-a short acknowledgement (:func:`opener_for`: "Let me think.", "Oh, okay.") instead of a silent
-unit. Without an engine (``lm=none``), step 9 is an acknowledgement ("Okay.").
+a short acknowledgement that names the request (:func:`opener_for`: "Let me think about how
+long that takes.", "Oh, okay, the blue one.") instead of a silent unit, so that the first words
+after a cut-in answer to it even when the model is slow; a reply that then gives up says
+:data:`FALLBACK_PHRASE` after it, not the request a second time. Without an engine
+(``lm=none``), step 9 is an acknowledgement ("Okay.").
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ from venus_ros.frontends.policy import (
     delegate_all,
     speakable,
 )
-from venus_ros.text.repair import FILLER_WORDS, is_filler_only
+from venus_ros.text.repair import FILLER_WORDS, clean_disfluencies, is_filler_only
 from venus_ros.text.requests import (
     STOP_WORDS,
     base_form,
@@ -91,10 +99,12 @@ __all__ = [
     "CAPABILITIES",
     "CLARIFY_PHRASE",
     "COMMANDS",
+    "DODGE",
     "FEW_SHOTS",
     "FIXED_PHRASES",
     "SHORT_CUT_IN_S",
     "STOPPED_PHRASE",
+    "TOOL_FIT",
     "CascadeResponder",
     "Conversation",
     "FixedPhrase",
@@ -103,6 +113,7 @@ __all__ = [
     "about_cut_turn",
     "about_sentence",
     "asked_words",
+    "asks_arithmetic",
     "capabilities_from_tools",
     "capability_sentence",
     "check_phrase_for",
@@ -111,6 +122,7 @@ __all__ = [
     "command_of",
     "cut_sentence",
     "drop_commands",
+    "harness_is_open_ended",
     "make_lm",
     "opener_for",
     "with_context",
@@ -207,6 +219,29 @@ _REFERS_BACK = re.compile(
     r"(?:say|said) (?:that|it) again|which one)\b",
     re.IGNORECASE,
 )
+#: A request to explain or say more ("can you explain that bit?", "tell me more about it").
+_TELL_ME = re.compile(
+    r"\b(?:explain|tell me|describe|go over|go through|clarify|elaborate|say more|"
+    r"talk (?:me )?(?:through|about))\b",
+)
+#: A request that hangs on what was being said: it refers back to it ("is that safe?", "does
+#: it matter?", "is there a cheaper way?"), asks about the user's own doing of it ("do I need
+#: ...?", "what should I avoid?") or what a word means ("what's a bay leaf?"). A question with a
+#: subject of its own and none of these ("is the oven off?") is a new request.
+_FOLLOWS_UP = re.compile(
+    r"\b(?:that|it|its|it's|this|these|those|they|them|there|one|ones)\b|"
+    r"\b(?:i|we)\s+(?:need|should|do|can|could|have to|must|use|try|avoid|know|get|make)\b|"
+    r"^(?:what|who)(?:'s| is| are| does| do)\s+(?:a|an)\b|\bmeans?\b",
+    re.IGNORECASE,
+)
+#: A reference to the present or to a given day ("now", "tomorrow", "this weekend"): a question
+#: holding one asks for a fact that changes over time (hours, weather, news), the harness's.
+_FRESH = re.compile(
+    r"\b(?:now|today|tonight|tomorrow|yesterday|currently|at the moment|these days|latest|"
+    r"(?:this|next|last) (?:morning|afternoon|evening|night|week|weekend|month|year|"
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day))\b",
+    re.IGNORECASE,
+)
 _PHRASE_END = re.compile(r"[.!?;:](?=\s)|,(?=\s)")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 
@@ -218,6 +253,12 @@ def _normalise(text: str) -> str:
 def _core(text: str) -> str:
     norm = _normalise(text)
     return _TRAIL.sub("", _LEAD.sub("", norm)) or norm
+
+
+def _word_form(word: str) -> str:
+    """A word without its common ending ("leaves", "leav", "leave" -> "leav"), to compare the
+    words of two texts."""
+    return re.sub(r"(?:ing|ed|es|e|s)$", "", word) if len(word) > 4 else word
 
 
 def _grounded(words: set[str], news: set[str], known: set[str], share: float = 2 / 3) -> bool:
@@ -236,15 +277,47 @@ def check_phrase_for(query: str, fallback: str = "Let me check.") -> str:
     return f"Okay, {phrase}. Let me check."
 
 
-def opener_for(request: str) -> str:
-    """A short acknowledgement for the start of a generated reply that is not ready yet: "Let
-    me think." before the answer to a question, "Oh, okay." before the reply to anything else
-    (a correction, a remark, a request). It names nothing, so it never says something wrong.
-    Each is a little under one unit of speech: the reply's first phrase, ready by the next
-    unit, follows it after a short pause (an evaluation scores the two as one voice segment),
-    and the next unit still waits for that phrase (a turn with audio left to hand out does
-    not)."""
-    return "Let me think." if request_phrase(request)[1] else "Oh, okay."
+#: Words before a question that are no part of it ("Wait, sorry, is it ...?").
+_OPENER_LEAD = re.compile(
+    r"^(?:(?:sorry to (?:interrupt|cut in)|wait|sorry|hang on|hold on|excuse me|actually|so|well|"
+    r"okay|ok|um|uh|er|oh|hmm|and|but|no|hey|right|just|a second|one second|quick question)"
+    r"[,.!:;]?\s+)+",
+    re.IGNORECASE,
+)
+_ECHO_WORDS = 10
+"""Longest question (words) an opener says back as it was asked."""
+
+
+def opener_for(request: str, name: bool = True) -> str:
+    """A short acknowledgement for the start of a generated reply that is not ready yet.
+
+    With ``name`` it names what was asked, so that the first words after a cut-in already
+    answer to it (an evaluation judges the first stretch of new speech, and a bare "Let me
+    think." tells the user nothing): the question said back ("How long does that take? Let me
+    think.", or "Let me think about how long that takes." for a long one) before its answer;
+    "Oh, okay, the blue one." or "Oh, okay, you already tried that." before the reply to a
+    correction or a remark. It only restates the request, so it never
+    says something wrong. Without ``name``, or when the request names nothing: "Let me think."
+    or "Oh, okay.". The reply's first phrase follows it (the next unit still waits for that
+    phrase; a turn with audio left to hand out does not)."""
+    phrase, question = request_phrase(request)
+    generic = "Let me think." if question else "Oh, okay."
+    if not name or not phrase or not content_words(phrase):
+        return generic
+    if question:
+        asked = [t for t in _sentences(request) if t.rstrip().endswith("?")]
+        echo = _OPENER_LEAD.sub("", asked[-1]).strip() if asked else ""
+        if echo and content_words(echo) and len(echo.split()) <= _ECHO_WORDS:
+            return f"{echo[0].upper()}{echo[1:]} Let me think."  # the question, as asked
+        if phrase.startswith("if "):
+            phrase = "whether " + phrase[3:]
+        return f"Let me think about {phrase}."
+    lead = lead_in(request).rstrip("?!. ").strip()
+    if lead and content_words(lead):
+        return f"Oh, okay, {_inner(lead)}."
+    if phrase.split()[0] in ("you", "your", "you're"):
+        return f"Oh, okay, {phrase}."
+    return generic
 
 
 def clarifying_question(request: str) -> str:
@@ -475,7 +548,9 @@ def with_context(said: str, request: str) -> str:
 
 #: Example exchanges given before the conversation (a tiny model follows examples better than
 #: instructions): answer a question about what was being said from it, in the question's own
-#: words; ask which one when a correction leaves it open; answer a side question briefly.
+#: words; ask which one when a correction leaves it open; answer a side question briefly; answer
+#: a general question about the answer ("is that hard for a beginner?", "what does X mean?")
+#: instead of saying it is not familiar.
 FEW_SHOTS: tuple[tuple[str, str], ...] = (
     (
         with_context(
@@ -491,6 +566,20 @@ FEW_SHOTS: tuple[tuple[str, str], ...] = (
     (
         with_context("The bus stops outside the bakery.", "Wait, is there parking there?"),
         "I'm not sure about parking near the bakery.",
+    ),
+    # a general question about the answer in progress: answered, in the question's words
+    (
+        with_context(
+            "Knead the dough for ten minutes, then leave it to rise somewhere warm.",
+            "Hang on, is that hard for a beginner?",
+        ),
+        "Yes, a beginner can do it: kneading just takes a little patience.",
+    ),
+    (
+        with_context(
+            "Rinse the rice twice, then cook it with a little salt.", "What does rinse mean?"
+        ),
+        "To rinse means to wash it quickly in clean water.",
     ),
 )
 
@@ -827,6 +916,9 @@ class ReplyStream:
         opener: A short acknowledgement the turn player may say once (:meth:`open`) when the
             turn starts and no phrase is ready yet, so the user does not wait a silent unit
             ('' for none).
+        opened_fallback: Said instead of ``fallback`` (and of ``replacement``) once the opener
+            was said, when the opener already named the request ('' for ``fallback``): "Let me
+            think about X. Sorry, I'm not sure.", not X twice.
 
     Generation runs at the unit loop's priority until its first phrase can be handed out (the
     user is waiting for it), then at a lower one (:func:`_lower_priority`), so the rest of the
@@ -848,9 +940,11 @@ class ReplyStream:
         replacement: str = "",
         check_sentences: bool = False,
         opener: str = "",
+        opened_fallback: str = "",
     ) -> None:
         self.min_first_words = int(min_first_words)
         self.opener = opener.strip()
+        self.opened_fallback = opened_fallback.strip()
         #: The opener was said (:meth:`open`).
         self.opened = False
         self._lowered = False
@@ -924,8 +1018,12 @@ class ReplyStream:
         elif ended:
             self._checked = True
             self.replaced = True
-            self._text = self.replacement
+            self._text = self._fallback(self.replacement)
             log.info("responder: off-topic reply %r replaced by %r", text, self.replacement)
+
+    def _fallback(self, text: str) -> str:
+        """``text``, or the short fallback once an opener naming the request was said."""
+        return self.opened_fallback if self.opened and self.opened_fallback else text
 
     @property
     def done(self) -> bool:
@@ -964,7 +1062,7 @@ class ReplyStream:
             self._done = True
             self._gave = True
             self._cond.notify_all()
-        return "" if gave else self.fallback
+        return "" if gave else self._fallback(self.fallback)
 
     def has_phrase(self) -> bool:
         """Whether :meth:`take` would hand something out now without waiting (a finished
@@ -1002,7 +1100,7 @@ class ReplyStream:
                 self._taken = len(self._text)
                 self._done = True
             self._gave = True
-            return self.fallback, True
+            return self._fallback(self.fallback), True
         with self._cond:
             while self._ready() <= self._taken and not self._done:
                 left = deadline - time.monotonic()
@@ -1017,7 +1115,7 @@ class ReplyStream:
             raw = _cut_sentences(raw, self._text, self.max_sentences)
         spoken = speakable(raw)
         if done and not spoken and not self._gave:
-            spoken = self.fallback
+            spoken = self._fallback(self.fallback)
         self._gave = self._gave or bool(spoken)
         return spoken, done
 
@@ -1137,6 +1235,63 @@ def capabilities_from_tools(path: str | Path | None = None) -> tuple[str, ...]:
         return ()
 
 
+def harness_is_open_ended(path: str | Path | None = None) -> bool:
+    """Whether the harness answers any request: an enabled tool of the tool file (as for
+    :func:`capabilities_from_tools`) is an ``llm`` planner (a cloud model that answers, or
+    plans for, anything). A missing or unreadable file gives False."""
+    import yaml
+
+    file = Path(path) if path is not None else default_tools_file()
+    if file is None:
+        return False
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        tools = data.get("tools") or {}
+        return any(
+            str((tools.get(name) or {}).get("kind", "")) == "llm"
+            for name in data.get("enabled") or []
+        )
+    except (OSError, yaml.YAMLError, AttributeError, TypeError) as exc:
+        log.warning("responder: cannot read tools from %s: %s", file, exc)
+        return False
+
+
+_NUMBER_WORD = (
+    r"\d+(?:\.\d+)?|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+    r"thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|"
+    r"sixty|seventy|eighty|ninety|hundred|thousand|million"
+)
+_NUMBER_RUN = rf"\b(?:{_NUMBER_WORD})(?:[- ](?:{_NUMBER_WORD}))*\b"
+_ARITHMETIC = re.compile(
+    rf"{_NUMBER_RUN}\s*(?:(?:plus|minus|times|multiplied by|divided by|over|percent of|"
+    rf"to the power of|x)\s+|\s[-+*/\u00d7]\s*|[+*/\u00d7]\s*){_NUMBER_RUN}|"
+    rf"{_NUMBER_RUN}\s+(?:squared|cubed)\b|\bsquare root of\b",
+    re.IGNORECASE,
+)
+
+
+def asks_arithmetic(text: str) -> bool:
+    """Whether ``text`` holds a sum: a number with an operator ("twelve times fourteen", "15
+    percent of 80", "nine squared") -- work for a calculator tool."""
+    return _ARITHMETIC.search(text) is not None
+
+
+TOOL_FIT = 0.35
+"""Least cosine (all-MiniLM-L6-v2) between a request and a configured tool's description for
+that tool to fit the request (:meth:`CascadeResponder.harness_can_answer`). Questions for a tool
+("what time is it now?" against "tells the current time and date") score about 0.4; questions
+about a spoken answer ("is that okay for beginners?") under 0.3 against every tool."""
+
+#: A reply that answers nothing: it says it does not know, is not familiar with, cannot help.
+DODGE = re.compile(
+    r"\b(?:i'?m not (?:familiar|sure|aware|able)|i am not (?:familiar|sure|aware|able)|"
+    r"i (?:don'?t|do not) (?:know|have|understand|recognise|recognize)|"
+    r"i (?:can'?t|cannot|could ?n[o']t) (?:help|answer|say|tell|find)|not familiar with|"
+    r"no idea|i'?m (?:just )?an? (?:ai|robot|assistant|language model))\b",
+    re.IGNORECASE,
+)
+
+
 SPOKEN_SKILLS = 5
 """Most skills :func:`capability_sentence` names (the rest are "a few more things")."""
 
@@ -1201,11 +1356,18 @@ class CascadeResponder(Responder):
         shots: Example exchanges given to the model before the conversation.
         name_requests: The acknowledgement of a delegation names the request ("Let me check
             when the shop opens.", :func:`check_phrase_for`) instead of ``check_phrase``.
-        lead_ins: A generated reply starts with the question's wh-phrase or the correction's
-            object (:func:`lead_in`), spoken while the rest is generated.
+        lead_ins: The opener of a generated reply that is not ready when its turn starts
+            names the request (:func:`opener_for` with ``name``: the question, or the
+            correction's object); False: a bare "Let me think." / "Oh, okay.".
         openers: A generated reply with no lead-in whose first phrase is not ready when the
             turn starts begins with a short acknowledgement (:func:`opener_for`) instead of a
             silent unit.
+        embedder: Sentence embedder (``embed(texts) -> [n, d]`` unit rows) for
+            :meth:`harness_can_answer`; default: the delegation router's, when ``delegator``
+            is a bound method of a router with one. Without one, every follow-up the
+            delegator sends goes to the harness.
+        open_ended: The harness answers any request (a cloud planner:
+            :func:`harness_is_open_ended`, the default, reads the tool file).
         **kwargs: Passed to :class:`~venus_ros.frontends.policy.Responder`.
     """
 
@@ -1225,6 +1387,8 @@ class CascadeResponder(Responder):
         name_requests: bool = True,
         lead_ins: bool = True,
         openers: bool = True,
+        embedder: Any = None,
+        open_ended: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(delegator, query_of=query_of, **kwargs)
@@ -1248,6 +1412,18 @@ class CascadeResponder(Responder):
                 raise ValueError(f"fixed phrase {phrase.name!r}: bad pattern: {exc}") from exc
         self._phrases = tuple(compiled)
         self.system = system_prompt(name, caps, robot_actions)
+        self.open_ended = harness_is_open_ended() if open_ended is None else bool(open_ended)
+        if embedder is None:
+            embedder = getattr(getattr(delegator, "__self__", None), "embedder", None)
+        self.embedder = embedder
+        #: What the harness can do, as :meth:`harness_can_answer` compares a request with.
+        self.tool_texts = (
+            *(["drives the robot to places in the house"] if robot_actions else []),
+            *caps,
+        )
+        self._calculates = any(re.search(r"arithmetic|calculat", c, re.I) for c in caps)
+        self._tool_vectors: Any = None
+        self._fits: dict[str, bool] = {}
         self.shots = tuple(shots)
         self.name_requests = bool(name_requests)
         self.lead_ins = bool(lead_ins)
@@ -1312,20 +1488,26 @@ class CascadeResponder(Responder):
         said = content_words(self.conversation.context())
         check: Callable[[str], bool] | None = None
         whole = False
-        # on topic: the reply names something the user said (or, for a request of function
-        # words only, something the interrupted turn said)
-        topic = asked or said
+        # on topic: the reply names something the user said that the interrupted turn did not
+        # (what the question adds), else something the user said (or, for a request of
+        # function words only, something the interrupted turn said); a dodge never is
+        said_forms = {_word_form(w) for w in said}
+        adds = {w for w in asked if _word_form(w) not in said_forms}  # what the question adds
+        topic = adds or asked or said
         if topic:
-            check = lambda text: bool(content_words(text) & topic)  # noqa: E731
+            check = lambda text: bool(content_words(text) & topic) and not DODGE.search(text)  # noqa: E731
         known = asked | said
         clarify = clarifying_question(transcript)
         focus = self.conversation.focus(transcript) if self.about_answer(transcript) else ""
         news = content_words(focus) - asked
-        if news:
-            # about the answer: the reply must carry something of the sentence asked about
-            # and be grounded in what was said (a tiny model invents), else that sentence is
-            # said again
-            check = lambda text: _grounded(content_words(text), news, known)  # noqa: E731
+        if news and not adds:
+            # about the answer, adding nothing to it ("which platform was it?"): the reply must
+            # carry something of the sentence asked about and be grounded in what was said (a
+            # tiny model invents), else the clause asked about is said again. A question that
+            # adds something ("is it good for a toddler?") must name it, as above.
+            check = lambda text: (  # noqa: E731
+                _grounded(content_words(text), news, known) and not DODGE.search(text)
+            )
             clause = _clause_about(focus, asked_words(transcript), transcript) or focus
             clarify = _ended(f"I said {_inner(clause)}")
             whole = True
@@ -1340,7 +1522,8 @@ class CascadeResponder(Responder):
             check=check,
             replacement=clarify,
             check_sentences=whole,
-            opener=opener_for(transcript) if self.openers else "",
+            opener=opener_for(transcript, name=self.lead_ins) if self.openers else "",
+            opened_fallback=FALLBACK_PHRASE if self.lead_ins and not whole else "",
         )
         return self._stream
 
@@ -1354,6 +1537,53 @@ class CascadeResponder(Responder):
         if _REFERS_BACK.search(transcript):
             return True
         return bool(content_words(transcript) & content_words(context))
+
+    def harness_can_answer(self, request: str) -> bool:
+        """Whether the harness has a capability for ``request``: it is open-ended (a cloud
+        planner), the request holds a sum and a calculator is configured
+        (:func:`asks_arithmetic`), or a configured tool's description (or driving, with robot
+        actions) is within :data:`TOOL_FIT` of it in meaning. True without an embedder (the
+        delegator then decides alone). Cached per request."""
+        if self.open_ended or self.embedder is None:
+            return True
+        if self._calculates and asks_arithmetic(request):
+            return True
+        if not self.tool_texts:
+            return False
+        key = " ".join(request.split())
+        if key not in self._fits:
+            import numpy as np
+
+            if self._tool_vectors is None:
+                self._tool_vectors = np.asarray(self.embedder.embed(list(self.tool_texts)))
+            query = clean_disfluencies(_OPENER_LEAD.sub("", drop_commands(key))) or key
+            vector = np.asarray(self.embedder.embed([query]))[0]
+            if len(self._fits) >= 64:
+                self._fits.clear()
+            self._fits[key] = bool(float(np.max(self._tool_vectors @ vector)) >= TOOL_FIT)
+        return self._fits[key]
+
+    def local_follow_up(self, transcript: str) -> bool:
+        """Whether ``transcript`` follows up the assistant's own interrupted answer and is the
+        local model's to answer: an interrupted turn is the context
+        (:meth:`Conversation.interrupted`), the request is a question or asks to explain or say
+        more ("can you explain ...", "tell me more about ..."), it hangs on that turn (shares a
+        word with it, or refers back to it: :data:`_FOLLOWS_UP`), and the harness has no
+        capability for it (:meth:`harness_can_answer`). Requests to act ("go to the kitchen",
+        "set a timer") and questions about facts that change over time (they name the present
+        or a day: "is the shop open now?", "what's the weather tomorrow?") are the delegator's,
+        as ever."""
+        if self.conversation.interrupted() is None or not transcript:
+            return False
+        core = _core(_OPENER_LEAD.sub("", transcript))
+        if _FRESH.search(core):
+            return False
+        if not (request_phrase(transcript)[1] or _TELL_ME.search(core)):
+            return False
+        shared = content_words(transcript) & content_words(self.conversation.context())
+        if not shared and not _FOLLOWS_UP.search(core):
+            return False  # a request of its own ("is the oven off?"), not a follow-up
+        return not self.harness_can_answer(transcript)
 
     # -- choosing ------------------------------------------------------------------------------
 
@@ -1396,6 +1626,10 @@ class CascadeResponder(Responder):
             return "stopped", STOPPED_PHRASE  # a clipped word or two ("up.") after cutting in
         if self.engine is not None and transcript and self.about_answer(transcript):
             return "generated", ""
+        if self.engine is not None and self.local_follow_up(transcript):
+            return "generated", ""
+        if self._calculates and asks_arithmetic(transcript):
+            return "delegate", ""  # a sum, and a calculator to do it
         if (transcript or not request.asr) and self.delegator(transcript):
             return "delegate", ""
         if self.engine is not None and transcript:
@@ -1430,9 +1664,8 @@ class CascadeResponder(Responder):
             stream = self._start(transcript)
             self._stream = None  # handed to the turn player
             self.conversation.add("user", transcript)
-            # said at once, while the answer is generated
-            first = speakable(lead_in(transcript)) if self.lead_ins else ""
-            return Response(first, "reply", stream=stream)
+            # the reply's first phrase, or (not ready yet) its opener naming the request
+            return Response("", "reply", stream=stream)
         self.conversation.add("user", transcript)
         if intent == "delegate":
             query = self._query(request, transcript)
