@@ -54,6 +54,7 @@ from venus_ros.frontends.cascade.responder import (
     CLARIFY_PHRASE,
     CascadeResponder,
     capabilities_from_tools,
+    harness_is_open_ended,
     make_lm,
 )
 from venus_ros.frontends.cascade.state import AddresseeState, OverlapState
@@ -483,6 +484,7 @@ def build_cascade(config: CascadeConfig | None = None) -> CascadeFrontend:
         lm=config.lm,
         name=config.name,
         capabilities=capabilities_from_tools(config.tools),
+        open_ended=harness_is_open_ended(config.tools),
     )
     # The addressee's text head reads the router's sentence embeddings (one model in memory).
     router = getattr(parts.delegator, "__self__", None)
