@@ -396,7 +396,8 @@ def test_after_its_first_phrase_a_reply_that_opened_waits_as_long_as_any() -> No
 def test_the_opener_is_said_once_and_never_stands_for_the_reply() -> None:
     assert opener_for("What can you do?") == "Let me think."  # a question naming nothing
     assert opener_for("Can you go slower?") == "Oh, okay."  # a request, not a question
-    assert opener_for("No, the other room.") == "Oh, okay."
+    assert opener_for("Tell me about the weekend instead.") == "Oh, okay."  # a command
+    assert opener_for("No, the other room.") == "Oh, okay, the other room."  # said back
     # an opener names what was asked: the question said back, the correction's object
     assert (
         opener_for("Wait, sorry, is that safe for kids?") == "Is that safe for kids? Let me think."
@@ -961,6 +962,7 @@ def follow_up_responder(embedder: object, **kwargs: object) -> CascadeResponder:
         "Sorry, do I need a special pot?",  # the user's own doing of it
         "What's a bay leaf?",  # a word of the answer
         "Hold on, can you explain the simmering part?",  # a request to explain
+        "Sorry to cut in, but is that the cheapest way.",  # a question heard without its "?"
     ],
 )
 def test_a_follow_up_to_the_interrupted_answer_is_answered_locally(

@@ -285,6 +285,12 @@ _OPENER_LEAD = re.compile(
     re.IGNORECASE,
 )
 _ECHO_WORDS = 10
+#: First words of a remark or correction said back in an opener ("the meeting is on Friday");
+#: a request that starts with a verb ("tell me ...") is a command, not said back.
+_STATEMENT_START = frozenset(
+    "the a an it it's its that that's this there there's they we we're my our his her their "
+    "he she i i'm".split()
+)
 """Longest question (words) an opener says back as it was asked."""
 
 
@@ -315,7 +321,8 @@ def opener_for(request: str, name: bool = True) -> str:
     lead = lead_in(request).rstrip("?!. ").strip()
     if lead and content_words(lead):
         return f"Oh, okay, {_inner(lead)}."
-    if phrase.split()[0] in ("you", "your", "you're"):
+    first = phrase.split()[0]
+    if first.startswith("you") or first in _STATEMENT_START:  # a statement, not a command
         return f"Oh, okay, {phrase}."
     return generic
 
@@ -1511,6 +1518,7 @@ class CascadeResponder(Responder):
             clause = _clause_about(focus, asked_words(transcript), transcript) or focus
             clarify = _ended(f"I said {_inner(clause)}")
             whole = True
+        opener = opener_for(transcript, name=self.lead_ins) if self.openers else ""
         self._stream = ReplyStream(
             self.engine,
             self.conversation.messages(self.system, transcript, self.shots),
@@ -1522,8 +1530,9 @@ class CascadeResponder(Responder):
             check=check,
             replacement=clarify,
             check_sentences=whole,
-            opener=opener_for(transcript, name=self.lead_ins) if self.openers else "",
-            opened_fallback=FALLBACK_PHRASE if self.lead_ins and not whole else "",
+            opener=opener,
+            # an opener that named the request is not followed by the request named again
+            opened_fallback=FALLBACK_PHRASE if content_words(opener) and not whole else "",
         )
         return self._stream
 
@@ -1575,10 +1584,11 @@ class CascadeResponder(Responder):
         as ever."""
         if self.conversation.interrupted() is None or not transcript:
             return False
-        core = _core(_OPENER_LEAD.sub("", transcript))
+        own = _OPENER_LEAD.sub("", transcript)  # "sorry to cut in, but is it ...?": "is it ...?"
+        core = _core(own)
         if _FRESH.search(core):
             return False
-        if not (request_phrase(transcript)[1] or _TELL_ME.search(core)):
+        if not (request_phrase(transcript)[1] or request_phrase(own)[1] or _TELL_ME.search(core)):
             return False
         shared = content_words(transcript) & content_words(self.conversation.context())
         if not shared and not _FOLLOWS_UP.search(core):
