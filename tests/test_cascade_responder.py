@@ -1049,3 +1049,19 @@ def test_a_reply_that_dodges_is_replaced_by_one_naming_the_question() -> None:
     reply = again.respond(request("Are lentils good for a toddler?"))
     reply.stream.join()  # type: ignore[union-attr]
     assert reply.stream.replaced and "toddler" in reply.stream.take(0.0)[0]  # type: ignore[union-attr]
+
+
+def test_a_reply_cut_by_the_token_bound_ends_at_its_last_whole_sentence_or_phrase() -> None:
+    """Generation stopped mid-sentence: no clipped "..., and I" is spoken."""
+    whole = ReplyStream(ScriptedLm(["Yes, it is.", " And the"]), [], max_sentences=3)
+    whole.join()
+    assert whole.take(0.0) == ("Yes, it is.", True)
+    phrase = ReplyStream(ScriptedLm(["It opens at nine on weekdays,", " but on"]), [])
+    phrase.join()
+    assert phrase.take(0.0) == ("It opens at nine on weekdays.", True)
+    short = ReplyStream(ScriptedLm(["Sure, I"]), [], fallback="Hm?")
+    short.join()
+    assert short.take(0.0) == ("Hm?", True)  # a fragment alone: the fallback instead
+    longer = ReplyStream(ScriptedLm(["Yes it is open until late"]), [])
+    longer.join()
+    assert longer.take(0.0) == ("Yes it is open until late", True)  # no phrase end: kept

@@ -1006,10 +1006,34 @@ class ReplyStream:
         finally:
             with self._cond:
                 self._judge(final=True)
+                self._trim_unfinished()
                 self._done = True
                 self._cond.notify_all()
             with _LIVE_LOCK:
                 _LIVE.discard(self)
+
+    def _trim_unfinished(self) -> None:
+        """Cut a reply that generation left mid-sentence (the token bound, the time limit, a
+        cancel) back to its last whole sentence, else its last phrase of enough words (ended
+        with a full stop), so that no clipped "Sure, I" is spoken; words already handed out
+        stay. A reply of a few words with no phrase end ("Sure, I") gives way to the fallback;
+        a longer one is kept as it is. Called with the condition held."""
+        text = self._text
+        if self.replaced or not text.strip() or text.rstrip()[-1] in ".!?":
+            return
+        ends = [m.end() for m in _SENTENCE_END.finditer(text) if m.end() > self._taken]
+        if ends:
+            self._text = text[: ends[-1]]
+            return
+        phrases = [
+            m.start()
+            for m in _PHRASE_END.finditer(text, self._taken)
+            if len(text[: m.start()].split()) >= self.min_first_words
+        ]
+        if phrases:
+            self._text = text[: phrases[-1]] + "."
+        elif self._taken or len(text.split()) < self.min_first_words:
+            self._text = text[: self._taken]  # a fragment: dropped (alone: the fallback)
 
     def _judge(self, final: bool) -> None:
         """Pass the text so far, or replace it once its first sentence (or all of it) is in
