@@ -16,6 +16,7 @@ from venus_ros.core.clock import FakeClock
 from venus_ros.core.session import run_offline
 from venus_ros.frontends import make_frontend
 from venus_ros.frontends.cascade.addressee import (
+    ASK_KEY,
     CLEAR_REQUEST,
     CONVERSATION_S,
     MODEL_PATH,
@@ -29,8 +30,10 @@ from venus_ros.frontends.cascade.addressee import (
     STATEMENT_KEY,
     Addressee,
     Utterance,
+    acknowledges,
     asks,
     exclaims,
+    load_ask_threshold,
     load_statement_threshold,
     opening_of,
     set_off_by_pause,
@@ -84,6 +87,13 @@ def fixed_head(score: float) -> TextHead:
         ("Sam!", None),
         ("Could you bring me the red cup?", None),
         ("Text Grace that dinner will be late.", None),
+        # a greeting or thanks the recogniser wrote without its comma
+        ("Thanks Maria just put it on the table.", "maria"),
+        ("Hey Tom are you coming with us?", "tom"),
+        ("Hey robot what time is it", "venus"),
+        ("Hi There, how are you?", None),
+        ("Thanks So much.", None),
+        ("Hey What is the time", None),
     ],
 )
 def test_vocative_finds_who_is_called(text: str, who: str | None) -> None:
@@ -214,6 +224,42 @@ def test_with_no_conversation_going_on_statements_need_a_higher_score() -> None:
     assert not plain.judge(Utterance("Sea bee, shut the gate.", 1.0, plain.user_db)).addressed
 
 
+def test_with_no_conversation_going_on_questions_need_the_ask_threshold() -> None:
+    """Idle, at the user's level: a question or request scoring below the question threshold
+    (one that reads as said to someone else) is dropped; above it, or in a conversation, it is
+    kept; a statement is judged by the statement threshold alone."""
+    judge = Addressee(
+        "Venus", fixed_head(0.3), HashEmbedder(), statement_threshold=0.2, ask_threshold=0.35
+    )
+    level = judge.user_db
+    asked = judge.judge(Utterance("Have you fed the dog yet?", 0.0, level))
+    assert (asked.addressed, asked.reason) == (False, "text")
+    assert judge.judge(Utterance("It's raining again.", 1.0, level)).addressed  # 0.3 >= 0.2
+    # now a conversation is going on: the same question is kept
+    assert judge.judge(Utterance("Have you fed the dog yet?", 2.0, level)).addressed
+    low_bar = Addressee(
+        "Venus", fixed_head(0.3), HashEmbedder(), statement_threshold=0.2, ask_threshold=0.25
+    )
+    assert low_bar.judge(Utterance("Have you fed the dog yet?", 0.0, low_bar.user_db)).addressed
+    with pytest.raises(ValueError, match="ask_threshold"):
+        Addressee("Venus", ask_threshold=0.0)
+
+
+def test_an_acknowledgement_set_off_by_a_pause_is_not_a_dropped_name() -> None:
+    """ "Okay, | that is good.": the pause after the opening is the acknowledgement's, so the
+    set-off rule leaves it to the phrasing; "Oops, | ..." or a bare "| have you seen ..." (a
+    name the recogniser dropped) still need a clear request."""
+    assert acknowledges("Okay, that is good.") and acknowledges("Ha ha, nice one.")
+    assert acknowledges("Thank you. Bye.") and not acknowledges("Okay that is good.")
+    assert not acknowledges("Oops, I spilled it.") and not acknowledges("Hang on, wait.")
+    judge = Addressee("Venus", fixed_head(SET_OFF_BAR - 0.1), HashEmbedder())
+    ack = Utterance("Okay, that is good.", 0.0, judge.user_db, opening_s=0.4, pause_s=0.1)
+    assert ack.set_off and judge.judge(ack).addressed
+    judge.reset()
+    oops = replace(ack, text="Oops, the cup fell over.")
+    assert judge.judge(oops).reason == "set_off"
+
+
 def test_an_assistant_turn_starts_a_conversation() -> None:
     """Speech soon after the assistant spoke is not idle, even long after the user last
     addressed it (a follow-up to a long answer)."""
@@ -320,6 +366,10 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
     np.savez(tmp_path / "odd.npz", coef=np.zeros(3), **{STATEMENT_KEY: 2.0})
     with pytest.raises(ValueError, match=STATEMENT_KEY):
         load_statement_threshold(tmp_path / "odd.npz")
+    assert load_ask_threshold(tmp_path / "bad.npz") is None
+    np.savez(tmp_path / "odd2.npz", coef=np.zeros(3), **{ASK_KEY: -0.5})
+    with pytest.raises(ValueError, match=ASK_KEY):
+        load_ask_threshold(tmp_path / "odd2.npz")
 
 
 def test_head_round_trip(tmp_path: Path) -> None:
@@ -345,6 +395,10 @@ def test_committed_head_reads_requests_as_addressed() -> None:
     judge.reset()  # idle again: a remark from the training material reads as one
     aside = judge.judge(Utterance("Ugh, the kettle is boiling over.", 0.0, -23.0))
     assert aside.score is not None and aside.score < judge.head.threshold, aside
+    judge.reset()  # a question to someone else from the training material, idle: dropped
+    other = judge.judge(Utterance("Did you remember to call your grandmother?", 0.0, -23.0))
+    assert judge.ask_threshold == load_ask_threshold(MODEL_PATH) and judge.ask_threshold
+    assert (other.addressed, other.reason) == (False, "text"), other
     judge.reset()
     misheard = judge.judge(Utterance("Sea bee, could you shut the gate?", 0.0, -23.0))
     assert (misheard.addressed, misheard.reason) == (False, "text"), misheard
@@ -370,9 +424,46 @@ def test_training_data_is_training_material_only() -> None:
     assert names and not {w for t in texts for w in re.findall(r"[a-z]+", t.lower())} & names
 
 
+def test_the_corpus_is_loaded_and_checked(tmp_path: Path) -> None:
+    """The hand-written corpus has every kind; EXTRA_NOT_ADDRESSED (read by the interruption
+    trainer) holds all its lines not for the assistant and its vocatives with a name; a
+    malformed file is refused."""
+    from venus_ros.training.addressee import (
+        CORPUS_PATH,
+        EXTRA_ADDRESSED,
+        EXTRA_NOT_ADDRESSED,
+        EXTRA_VOCATIVES,
+        NOT_ADDRESSED_BY_KIND,
+        load_addressee_corpus,
+    )
+
+    assert CORPUS_PATH.is_file() and CORPUS_PATH.parent.name == "data"
+    corpus = load_addressee_corpus()
+    kinds = set(corpus["not_addressed"])
+    assert {"self_talk", "exclamations", "to_others", "phone", "broadcast"} <= kinds
+    assert set(corpus["addressed"]) == {"requests", "chit_chat"}
+    lines = [t for v in NOT_ADDRESSED_BY_KIND.values() for t in v]
+    assert len(lines) > 500 and len(EXTRA_ADDRESSED) > 200 and len(EXTRA_VOCATIVES) > 40
+    assert isinstance(EXTRA_NOT_ADDRESSED, tuple) and set(lines) <= set(EXTRA_NOT_ADDRESSED)
+    assert len(EXTRA_NOT_ADDRESSED) == len(lines) + len(EXTRA_VOCATIVES)
+    assert all("{name}" not in t for t in EXTRA_NOT_ADDRESSED)
+    assert not set(EXTRA_ADDRESSED) & set(EXTRA_NOT_ADDRESSED)
+    for text, match in (
+        ("- a list\n", "not a mapping"),
+        ("not_addressed: {x: [a]}\nvocatives: ['{name}, hi']\n", "addressed"),
+        ("not_addressed: {x: [a, 3]}\nvocatives: ['{name}']\naddressed: {y: [b]}\n", "x"),
+        ("not_addressed: {x: [a]}\nvocatives: [hello]\naddressed: {y: [b]}\n", "name"),
+    ):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(text, encoding="utf-8")
+        with pytest.raises(ValueError, match=match):
+            load_addressee_corpus(bad)
+
+
 def test_trainer_writes_a_loadable_head(tmp_path: Path) -> None:
     from venus_ros.training.addressee import (
         MIN_RECALL,
+        MIN_RECALL_ASK,
         MIN_RECALL_IDLE,
         train_addressee,
         training_texts,
@@ -397,6 +488,10 @@ def test_trainer_writes_a_loadable_head(tmp_path: Path) -> None:
     assert report["heard_texts"] == 2
     assert 0.0 <= report["cv_heard_recall"] <= 1.0
     assert load_statement_threshold(tmp_path / MODEL_PATH.name) == report["statement_threshold"]
+    ask = load_ask_threshold(tmp_path / MODEL_PATH.name)
+    assert (ask or 0.0) == report["ask_threshold"]
+    if ask is not None:
+        assert report["cv_ask_recall"] >= MIN_RECALL_ASK - 1e-9
     assert "recogniser wrote" in (tmp_path / "addressee_report.md").read_text(encoding="utf-8")
 
 

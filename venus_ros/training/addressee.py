@@ -10,7 +10,10 @@ finished utterance reads as said to an assistant. Deterministic for a seed:
    vocatives and :data:`EXTRA_VOCATIVES`, each with :data:`NAMES_PER_TEMPLATE` of the training
    names and :data:`EXTRA_NAMES`, and :data:`GARBLED_PER_TEMPLATE` forms with the name misheard
    as common words, :data:`MISHEARD_WORDS`; side comments, phone talk), background talk and TV
-   lines, and :data:`EXTRA_NOT_ADDRESSED` (more of the same kinds, written for this trainer).
+   lines, and the hand-written corpus ``frontends/cascade/data/addressee_corpus.yaml``
+   (:data:`NOT_ADDRESSED_BY_KIND`: self-talk, exclamations, remarks to others, phone talk,
+   broadcast lines; :data:`EXTRA_VOCATIVES`; and :data:`EXTRA_ADDRESSED`, requests and chit-chat
+   said to the assistant, on the addressed side).
    The evaluation part (:mod:`venus_ros.eval.phrases_eval`) is never trained on: it is read
    only to leave out its phrases and names.
 2. Each text also as a speech recogniser may write it: lower case without punctuation (not
@@ -30,10 +33,14 @@ finished utterance reads as said to an assistant. Deterministic for a seed:
    (:func:`calibrate_statement_threshold`: how the gate judges speech at the user's level with
    no conversation going on, :func:`~venus_ros.frontends.cascade.addressee.reads_aside`) is the
    highest that still keeps >= :data:`MIN_RECALL_IDLE` of the addressed texts (on the texts
-   as written and their lower-case forms). The report also gives the head's held-out recall
-   and specificity on the recognised forms alone (what the gate really reads).
-5. The head is refitted on everything and written with its report; the statement threshold is
-   stored next to it in the model file.
+   as written and their lower-case forms). The question threshold
+   (:func:`calibrate_ask_threshold`: with no conversation going on, a question or request at
+   the user's level below it is dropped) is the highest that keeps >= :data:`MIN_RECALL_ASK`
+   of the addressed texts that ask, as written and as recognised. The report also gives the
+   head's held-out recall and specificity on the recognised forms alone (what the gate really
+   reads).
+5. The head is refitted on everything and written with its report; the statement and question
+   thresholds are stored next to it in the model file.
 
 Outputs: ``addressee.npz`` and ``addressee_report.md`` in ``frontends/cascade/models``.
 """
@@ -53,8 +60,10 @@ from typing import Any
 import numpy as np
 
 from venus_ros.frontends.cascade.addressee import (
+    ASK_KEY,
     MODEL_PATH,
     STATEMENT_KEY,
+    asks,
     reads_aside,
 )
 from venus_ros.frontends.cascade.texthead import TextHead, head_features
@@ -75,10 +84,12 @@ __all__ = [
     "EXTRA_NOT_ADDRESSED",
     "EXTRA_VOCATIVES",
     "MIN_RECALL",
+    "MIN_RECALL_ASK",
     "MIN_RECALL_IDLE",
     "MISHEARD_WORDS",
     "NOT_ADDRESSED_BY_KIND",
     "asr_form",
+    "calibrate_ask_threshold",
     "calibrate_statement_threshold",
     "evaluation_names",
     "evaluation_phrases",
@@ -99,6 +110,11 @@ MIN_RECALL_IDLE = 0.996
 garbles questions into statements that score lower still ("who won the match last night?" came
 back as "The wonderful tall match last night." on a training-split suite, scored 0.05 by a head
 that had not seen it), and a request must not be lost."""
+MIN_RECALL_ASK = 0.97
+"""Least share of the addressed questions and requests (:func:`~venus_ros.frontends.cascade.
+addressee.asks`) the question rule keeps on held-out folds, as written and as recognised
+(:func:`calibrate_ask_threshold`): with no conversation going on, a question at the user's
+level that reads as said to someone else ("Have you fed the dog yet?") is dropped."""
 L2 = 1e-4
 FOLDS = 5
 LEXICAL_DIMS = 512
@@ -116,11 +132,10 @@ NOISE_SNR_DB: tuple[float, float] = (10.0, 25.0)
 """Range of the speech-to-noise ratio where noise is added."""
 
 CORPUS_PATH = (
-    Path(__file__).resolve().parents[1]
-    / "frontends"
-    / "cascade"
-    / "data"
-    / ("addressee_corpus.yaml")
+    Path(__file__)
+    .resolve()
+    .parents[1]
+    .joinpath("frontends", "cascade", "data", "addressee_corpus.yaml")
 )
 """The hand-written addressee corpus (speech not for the assistant by kind, vocative templates,
 speech said to it; training data only)."""
@@ -484,6 +499,29 @@ def calibrate_statement_threshold(
     return best, best_cv
 
 
+def calibrate_ask_threshold(
+    texts: Sequence[str], scores: np.ndarray, labels: np.ndarray
+) -> tuple[float, tuple[float, float]]:
+    """The highest question threshold (0.01 steps, at most 0.5) that keeps at least
+    :data:`MIN_RECALL_ASK` of the addressed texts that ask (:func:`~venus_ros.frontends.
+    cascade.addressee.asks`) on held-out ``scores``, and that rule's (recall, specificity) on
+    the texts that ask; (0.0, (1.0, 0.0)) when none asks or even 0.01 loses too many."""
+    y = np.asarray(labels, dtype=bool)
+    asking = np.array([asks(t) for t in texts], dtype=bool)
+    s = np.asarray(scores, dtype=float)
+    if not (asking & y).any():
+        return 0.0, (1.0, 0.0)
+    best, best_cv = 0.0, (1.0, 0.0)
+    for step in range(1, 51):
+        bar = step / 100
+        recall = float((s[asking & y] >= bar).mean())
+        if recall < MIN_RECALL_ASK:
+            break
+        spec = float((s[asking & ~y] < bar).mean()) if (asking & ~y).any() else float("nan")
+        best, best_cv = bar, (recall, spec)
+    return best, best_cv
+
+
 def train_addressee(
     out: str | Path | None = None,
     *,
@@ -520,6 +558,7 @@ def train_addressee(
         y[written],
         threshold,
     )
+    ask, cv_ask = calibrate_ask_threshold(texts, held_out, y)
     cv_heard = metrics(held_out[as_heard], y[as_heard], threshold)
     coef, intercept = fit_logistic(x, y, L2)
     head = TextHead(coef, intercept, threshold, embedder.name, LEXICAL_DIMS, LEXICAL_SCALE)
@@ -529,7 +568,10 @@ def train_addressee(
     head.save(path)
     with np.load(path, allow_pickle=False) as data:
         fields = {k: data[k] for k in data.files}
-    np.savez(path, **fields, **{STATEMENT_KEY: np.float64(statement)})
+    bars = {STATEMENT_KEY: np.float64(statement)}
+    if ask > 0.0:
+        bars[ASK_KEY] = np.float64(ask)
+    np.savez(path, **fields, **bars)
     misses = sorted(
         ((float(held_out[i]), texts[i], bool(y[i])) for i in range(len(texts))),
         key=lambda r: abs(r[0] - threshold),
@@ -549,6 +591,9 @@ def train_addressee(
         "statement_threshold": statement,
         "cv_idle_recall": cv_idle[0],
         "cv_idle_specificity": cv_idle[1],
+        "ask_threshold": ask,
+        "cv_ask_recall": cv_ask[0],
+        "cv_ask_specificity": cv_ask[1],
         "heard_texts": int(as_heard.sum()) if spoken else 0,
         "cv_heard_recall": cv_heard.recall,
         "cv_heard_specificity": cv_heard.specificity,
@@ -567,7 +612,8 @@ def _markdown(r: dict[str, Any]) -> str:
         "# Addressee text head",
         "",
         "Trained by `python -m venus_ros.training.addressee` (venus_ros/training/addressee.py)"
-        " on training material only (the synthesizer's training part and the router corpus).",
+        " on training material only (the synthesizer's training part, the router corpus and"
+        " the hand-written addressee corpus).",
         "",
         f"- embedder: `{r['embedder']}`; seed {r['seed']}; {r['train_s']} s",
         f"- texts: {r['texts']} ({r['addressed']} addressed, {r['not_addressed']} not) from "
@@ -581,6 +627,11 @@ def _markdown(r: dict[str, Any]) -> str:
         f"`addressee.reads_aside`): held-out recall {100 * r['cv_idle_recall']:.1f}%"
         f" (goal >= {100 * MIN_RECALL_IDLE:.1f}%), "
         f"specificity {100 * r['cv_idle_specificity']:.1f}%",
+        f"- question threshold {r['ask_threshold']:.2f} (with no conversation going on, a "
+        "question or request at the user's level below it is dropped): on the held-out texts "
+        f"that ask (as written and as recognised) recall {100 * r['cv_ask_recall']:.1f}% "
+        f"(goal >= {100 * MIN_RECALL_ASK:.0f}%), specificity "
+        f"{100 * r['cv_ask_specificity']:.1f}%",
         f"- on the {r['heard_texts']} texts as the recogniser wrote them when training voices "
         "spoke them (all texts where none were spoken), the threshold above: held-out recall "
         f"{100 * r['cv_heard_recall']:.1f}%, specificity {100 * r['cv_heard_specificity']:.1f}%",
@@ -608,7 +659,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"addressee head: {report['texts']} texts, threshold {report['threshold']:.4f}, "
         f"held-out recall {100 * report['cv_recall']:.1f}%, "
         f"specificity {100 * report['cv_specificity']:.1f}%; statement threshold "
-        f"{report['statement_threshold']:.2f}, with no conversation going on recall "
+        f"{report['statement_threshold']:.2f}, question threshold "
+        f"{report['ask_threshold']:.2f}, with no conversation going on recall "
         f"{100 * report['cv_idle_recall']:.1f}%, "
         f"specificity {100 * report['cv_idle_specificity']:.1f}%; as recognised recall "
         f"{100 * report['cv_heard_recall']:.1f}%, specificity "

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ANSWER_WINDOW_S",
+    "ASK_KEY",
     "CLEAR_REQUEST",
     "CONVERSATION_S",
     "MIN_WORDS",
@@ -91,8 +92,10 @@ __all__ = [
     "Addressee",
     "Utterance",
     "Verdict",
+    "acknowledges",
     "asks",
     "exclaims",
+    "load_ask_threshold",
     "load_statement_threshold",
     "opening_of",
     "reads_aside",
@@ -105,14 +108,20 @@ MODEL_PATH = Path(__file__).resolve().parent / "models" / "addressee.npz"
 """The committed text head (weights, threshold, embedder name, statement threshold)."""
 STATEMENT_KEY = "statement_threshold"
 """Key of the model file's statement threshold (:func:`load_statement_threshold`)."""
+ASK_KEY = "ask_threshold"
+"""Key of the model file's question threshold (:func:`load_ask_threshold`)."""
 CONVERSATION_S = 30.0
 """Speech starting this soon after the start of an addressed utterance is in a conversation."""
 ANSWER_WINDOW_S = 6.0
 """Speech starting this soon after an assistant question finished playing answers it."""
-PRIOR_USER_DB = -26.0
+PRIOR_USER_DB = -23.0
 """The user's voiced level (dBFS of the 32 ms VAD frames) assumed before any utterance was judged
-addressed: normal speech near the robot's microphone (the training part of the synthesizer
-speaks at -23 dBFS, +-3 dB)."""
+addressed: normal speech near the robot's microphone, the middle of the user's range (the
+training part of the synthesizer speaks at -23 dBFS, +-3 dB, and the gate measures its requests
+within about 0.5 dB of that). Not lower: a television 5-9 dB below a loud user must read as
+softer than the user before the user has said anything (with -26 it read as at the user's
+level); a quiet user at the bottom of the range is then only :data:`SOFTER_DB` below it,
+where a request still passes on the head's threshold."""
 QUIET_MARGIN_DB = 7.0
 """Speech this far below the user's running level is from farther away (TV, another talker)."""
 SOFTER_DB = 3.0
@@ -212,6 +221,9 @@ def vocative(text: str, assistant: str = "venus") -> str | None:
     words = _TOKEN.findall(text)
     if any(w.lower() == assistant for w in words[:3] + words[-2:]):
         return assistant
+    greeted = _greeted(words, assistant)
+    if greeted is not None:
+        return greeted
     pieces = re.split(r"([,.!?;:]+)", text)
     # (clause, delimiter before it, delimiter after it), empty clauses left out
     clauses = [
@@ -239,6 +251,35 @@ def vocative(text: str, assistant: str = "venus") -> str | None:
         if _is_name_like(tokens[0], assistant):
             return tokens[0].lower()
     return None
+
+
+#: Greetings and thanks that a name follows without a comma in a recogniser's transcript
+#: ("Thanks Maria just put it ...", "Hey Tom are you ...").
+_GREETINGS = frozenset("hey hi hello hiya thanks cheers oi morning night bye".split())
+
+
+def _greeted(words: Sequence[str], assistant: str) -> str | None:
+    """The name a greeting or thanks opening ``words`` calls without a comma ("Thanks Maria
+    ..."), lower case (the assistant's name for "hey robot"), or None: a capitalised second
+    word that is not a common word, a question word, a request verb or a pronoun."""
+    if len(words) < 2 or words[0].lower() not in _GREETINGS:
+        return None
+    word = words[1]
+    low = word.lower().strip("'-")
+    if low in _SELF_TERMS:
+        return assistant
+    base = low.split("'")[0]
+    if (
+        not word[0].isupper()
+        or base in _DISCOURSE
+        or base in _OPENERS
+        or low in _QUESTION_WORDS
+        or base in _REQUEST_VERBS
+        or base in _SUBJECTS
+        or len(base) < 2
+    ):
+        return None
+    return base
 
 
 def set_off_opening(text: str) -> str | None:
@@ -404,13 +445,44 @@ def load_statement_threshold(path: str | Path) -> float | None:
     """The statement threshold a model file written by the trainer holds (:data:`STATEMENT_KEY`),
     or None when it has none (an older file: the phrasing then never drops speech at the
     user's level)."""
+    return _load_bar(path, STATEMENT_KEY)
+
+
+def load_ask_threshold(path: str | Path) -> float | None:
+    """The question threshold a model file written by the trainer holds (:data:`ASK_KEY`: with
+    no conversation going on, a question or request at the user's level scoring below it is
+    dropped), or None when it has none (an older file: questions are then never dropped on
+    their phrasing at the user's level)."""
+    return _load_bar(path, ASK_KEY)
+
+
+def _load_bar(path: str | Path, key: str) -> float | None:
+    """The value under ``key`` in a model file, checked to lie in (0, 1); None when absent."""
     with np.load(Path(path), allow_pickle=False) as data:
-        if STATEMENT_KEY not in data.files:
+        if key not in data.files:
             return None
-        value = float(data[STATEMENT_KEY])
+        value = float(data[key])
     if not 0.0 < value < 1.0:
-        raise ValueError(f"{path}: {STATEMENT_KEY} must be in (0, 1), got {value}")
+        raise ValueError(f"{path}: {key} must be in (0, 1), got {value}")
     return value
+
+
+#: Words of an acknowledgement or a reply ("Okay, ...", "Thanks, ...", "Ha ha, ...", "Sure, ...").
+_ACKS = frozenset(
+    """yes yeah yep yup okay ok alright sure thanks thank you cheers great perfect good fine
+    lovely cool nice brilliant awesome excellent ha haha hahaha hehe right no nope""".split()
+)
+
+
+def acknowledges(text: str) -> bool:
+    """Whether ``text`` opens with an acknowledgement set off by a comma ("Okay, that is
+    good.", "Thanks, that's all.", "Ha ha, nice one."): then a pause after its opening is that
+    acknowledgement's, not a name's the recogniser dropped (:func:`set_off_by_pause`)."""
+    first = re.split(r"[,.!?;:]", text, maxsplit=1)
+    if len(first) < 2:
+        return False
+    words = [w.lower().strip("'-") for w in _TOKEN.findall(first[0])]
+    return bool(words) and len(words) <= 3 and all(w in _ACKS for w in words)
 
 
 def exclaims(text: str) -> bool:
@@ -422,17 +494,24 @@ def exclaims(text: str) -> bool:
     return words[0] in _EXCLAIMS or any(words[: len(p)] == list(p) for p in _LEAD_PHRASES)
 
 
-def reads_aside(text: str, score: float, statement_threshold: float, threshold: float) -> bool:
+def reads_aside(
+    text: str,
+    score: float,
+    statement_threshold: float,
+    threshold: float,
+    ask_threshold: float = 0.0,
+) -> bool:
     """Whether speech at the user's level, with no conversation going on, is dropped on its
-    words: an opening that may be a misheard name (:func:`set_off_opening`); or a statement
-    that asks nothing (:func:`asks`) with a text score below ``statement_threshold``, or below
-    the head's ``threshold`` when it opens with an exclamation or a call to wait
-    (:func:`exclaims`: "Oops, I spilled my tea."). Shared by :class:`Addressee` and the
-    trainer's calibration."""
+    words: an opening that may be a misheard name (:func:`set_off_opening`); a question or
+    request (:func:`asks`) with a text score below ``ask_threshold`` (one that reads as said to
+    someone else: "Have you fed the dog yet?"); or a statement that asks nothing with a text
+    score below ``statement_threshold``, or below the head's ``threshold`` when it opens with an
+    exclamation or a call to wait (:func:`exclaims`: "Oops, I spilled my tea."). Shared by
+    :class:`Addressee` and the trainer's calibration."""
     if set_off_opening(text) is not None:
         return True
     if asks(text):
-        return False
+        return score < ask_threshold
     return score < statement_threshold or (score < threshold and exclaims(text))
 
 
@@ -546,6 +625,9 @@ class Addressee:
         statement_threshold: With no conversation going on, a statement at the user's level
             scoring below it is dropped (:func:`reads_aside`; None: the committed model's, when
             ``head`` is None; else only a misheard-name opening is).
+        ask_threshold: With no conversation going on, a question or request at the user's
+            level scoring below it is dropped (:func:`reads_aside`; None: the committed
+            model's, when ``head`` is None; else none is).
 
     Attributes:
         user_db: The user's running voiced level, dBFS.
@@ -562,6 +644,7 @@ class Addressee:
         quiet_margin_db: float = QUIET_MARGIN_DB,
         answer_window_s: float = ANSWER_WINDOW_S,
         statement_threshold: float | None = None,
+        ask_threshold: float | None = None,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError("addressee: name must be a non-empty string")
@@ -588,6 +671,9 @@ class Addressee:
                 f"addressee: statement_threshold must be in (0, 1), got {statement_threshold!r}"
             )
         self.statement_threshold = statement_threshold
+        if ask_threshold is not None and not 0.0 < ask_threshold < 1.0:
+            raise ValueError(f"addressee: ask_threshold must be in (0, 1), got {ask_threshold!r}")
+        self.ask_threshold = ask_threshold
         self._last_addressed_s: float | None = None
         self._last_turn_end_s: float | None = None
 
@@ -615,6 +701,8 @@ class Addressee:
                 self._head = TextHead.load(MODEL_PATH)
                 if self.statement_threshold is None:
                     self.statement_threshold = load_statement_threshold(MODEL_PATH)
+                if self.ask_threshold is None:
+                    self.ask_threshold = load_ask_threshold(MODEL_PATH)
             except (OSError, ValueError):
                 self._head = None
         return self._head
@@ -675,9 +763,10 @@ class Addressee:
             return Verdict(False, "text", score, delta)  # softer, and not clearly a request
         if self.idle(u.start_s):
             bar = self.statement_threshold if self.statement_threshold is not None else 0.0
-            if reads_aside(text, score, bar, head.threshold):
+            ask = self.ask_threshold if self.ask_threshold is not None else 0.0
+            if reads_aside(text, score, bar, head.threshold, ask):
                 return Verdict(False, "text", score, delta)
-            if u.set_off and score < SET_OFF_BAR:
+            if u.set_off and score < SET_OFF_BAR and not acknowledges(text):
                 return Verdict(False, "set_off", score, delta)
         return Verdict(True, "text", score, delta)
 
