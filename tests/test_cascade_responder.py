@@ -214,8 +214,8 @@ def test_responder_generates_what_no_fixed_phrase_covers() -> None:
     # said again after the cut: the whole sentence that was being said
     said = responder.respond(request("Say that again."))
     assert said.spoken == "I said: I'm driving to the kitchen now."
-    assert responder.respond(request("Stop.")).spoken == "Okay, I'll stop."
-    assert responder.respond(request("Shh, wait.")).spoken == "Okay, I'll be quiet."
+    assert responder.respond(request("Stop.")).spoken == "I'll stop."
+    assert responder.respond(request("Shh, wait.")).spoken == "I'll be quiet."
 
 
 def test_a_speculative_start_is_reused_for_the_same_request() -> None:
@@ -772,14 +772,14 @@ def test_commands_to_stop_or_wait_are_acknowledged_in_words_that_name_them() -> 
     responder = CascadeResponder(lambda _: True, capabilities=[])
     replies = {t: responder.respond(request(t)).spoken for t in ("Stop.", "Hang on.", "Quiet.")}
     assert replies == {
-        "Stop.": "Okay, I'll stop.",
-        "Hang on.": "Sure, I'll wait.",
-        "Quiet.": "Okay, I'll be quiet.",
+        "Stop.": "I'll stop.",
+        "Hang on.": "I'll wait.",
+        "Quiet.": "I'll be quiet.",
     }
     top = responder.respond(request("Top."))
     assert top.kind == "delegate"  # nothing was cut off: a request like any other
     responder.heard("The oven is", True, "hot now.")
-    assert responder.respond(request("Top.")).spoken == "Okay, I'll stop."
+    assert responder.respond(request("Top.")).spoken == "I'll stop."
 
 
 def test_a_cut_in_that_was_not_made_out_is_asked_again_only_when_long() -> None:
@@ -869,8 +869,8 @@ def test_a_request_after_cutting_in_is_answered_without_its_commands() -> None:
     assert responder.conversation.turns[-1][:2] == ("user", "Can you give me the short version?")
     # the acknowledgement of a stop is no turn to ask about: the next words are about the answer
     responder.heard("To reset the router, hold", True, "the button for ten seconds.")
-    assert responder.respond(request("Okay, stop there.")).spoken == "Okay, I'll stop."
-    responder.heard("Okay, I'll", True, "stop.")  # cut off in turn by the user's next words
+    assert responder.respond(request("Okay, stop there.")).spoken == "I'll stop."
+    responder.heard("I'll", True, "stop.")  # cut off in turn by the user's next words
     asked = responder.respond(request("What did you say about the button?"))
     assert asked.spoken == "I said hold the button for ten seconds."
     assert responder.respond(request("Repeat that, please.")).spoken == (

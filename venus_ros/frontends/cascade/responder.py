@@ -10,10 +10,10 @@ user *heard* of the assistant, cut where a turn was interrupted):
    stopped): that is most likely a command to stop, and gets :data:`STOPPED_PHRASE`;
 3. a bare back-channel or filler ("uh-huh", "okay", "um") is not answered at all;
 4. a request made only of commands to stop or wait ("Wait, stop!", "Hold on a second.") is
-   acknowledged in words that name it (:data:`COMMANDS`: "Okay, I'll stop.", "Sure, I'll
-   wait."); right after a cut-in, a word one letter away from a command word counts
-   (:func:`command_of`). Leading command sentences before a request are dropped
-   (:func:`drop_commands`: "Stop, stop. How long does it take?" asks how long);
+   acknowledged in words that name it (:data:`COMMANDS`: "I'll stop.", "I'll wait."); right
+   after a cut-in, a word one letter away from a command word counts (:func:`command_of`).
+   Leading command sentences before a request are dropped (:func:`drop_commands`: "Stop,
+   stop. How long does it take?" asks how long);
 5. a request about the turn the user just cut off, of a few well-known kinds, is answered from
    that turn's text (:func:`about_cut_turn`): "did you say A or B?", "what did you say about
    X?", "which X was that?", "repeat the last part", "start again", "the short version",
@@ -598,28 +598,31 @@ FEW_SHOTS: tuple[tuple[str, str], ...] = (
 #: Commands to stop or wait, strongest first: ``(name, pattern, acknowledgement naming it)``. A
 #: request made only of commands and courtesy words ("Wait, stop!", "Okay, stop there.",
 #: "Hold on a second, please.") is acknowledged by the strongest; the assistant then listens.
+#: Each acknowledgement starts with the words that name the command ("I'll stop.", not "Okay,
+#: I'll stop."): when the user goes on speaking after a pause ("Stop. How long is it?") it is
+#: cut off within a word or two, and what was heard of it should still answer the command.
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     (
         "quiet",
         r"(?:be |keep )?quiet|silence|shush|shh+|hush|stop talking|shut up",
-        "Okay, I'll be quiet.",
+        "I'll be quiet.",
     ),
     (
         "stop",
         r"let me stop you|stop (?:it|that|please)|stop|enough|that's enough|that is enough",
-        "Okay, I'll stop.",
+        "I'll stop.",
     ),
     (
         "never_mind",
         r"never ?mind|forget (?:it|that)|cancel(?: that)?|scratch that",
-        "Okay, never mind.",
+        "Never mind, then.",
     ),
-    ("wait", r"wait(?: up)?|hold (?:on|it|up)|hang on", "Sure, I'll wait."),
+    ("wait", r"wait(?: up)?|hold (?:on|it|up)|hang on", "I'll wait."),
     (
         "moment",
         r"(?:just |only )?(?:one|a|1) (?:moment|second|sec|minute|bit)|"
         r"just a (?:moment|second|sec)",
-        "Sure, take your time.",
+        "Take your time.",
     ),
 )
 #: Words that may come with a command ("okay, stop there", "no no, wait a second, please").
@@ -711,7 +714,7 @@ _SKIP_TO_END = _phrases(
 _SLOWER = _phrases(r"\b(?:slow(?:er| down| it down)|more slowly|not so fast|too fast)\b")
 #: What the assistant says when the user cut in with a short utterance it could not make out:
 #: it has stopped, and gives the user the floor (a longer one is asked again: CLARIFY_PHRASE).
-STOPPED_PHRASE = "Okay, I'll stop. Go ahead."
+STOPPED_PHRASE = "I'll stop. Go ahead."
 SHORT_CUT_IN_S = 1.5
 """Most speech (s) in a cut-in taken for a command to stop when its words were not made out."""
 
@@ -1484,7 +1487,7 @@ class CascadeResponder(Responder):
         """The assistant's turn ended; ``text`` is what was played of it, ``unheard`` what it
         was still about to say (kept as context for a question about the answer).
 
-        An acknowledgement that it stopped ("Okay, I'll stop.") is not kept: the user's next
+        An acknowledgement that it stopped ("I'll stop.") is not kept: the user's next
         words ("the short version, please") are still about the turn they cut off.
         """
         said = " ".join(f"{text} {unheard}".split())
