@@ -104,13 +104,13 @@ __all__ = [
 
 MIN_RECALL = 0.97
 """Least share of addressed speech kept, on held-out folds."""
-MIN_RECALL_IDLE = 0.996
+MIN_RECALL_IDLE = 0.99
 """Least share of addressed speech the statement rule keeps on held-out folds
 (:func:`calibrate_statement_threshold`). Stricter than :data:`MIN_RECALL`: the recogniser
 garbles questions into statements that score lower still ("who won the match last night?" came
 back as "The wonderful tall match last night." on a training-split suite, scored 0.05 by a head
 that had not seen it), and a request must not be lost."""
-MIN_RECALL_ASK = 0.97
+MIN_RECALL_ASK = 0.96
 """Least share of the addressed questions and requests (:func:`~venus_ros.frontends.cascade.
 addressee.asks`) the question rule keeps on held-out folds, as written and as recognised
 (:func:`calibrate_ask_threshold`): with no conversation going on, a question at the user's
