@@ -822,6 +822,12 @@ def test_a_question_about_the_cut_turn_is_answered_from_what_it_said() -> None:
     assert reply("What did you say of the hours?") == "I didn't say anything about the hours."
     assert reply("What did you say?") == f"I said: {museum}"
     assert reply("Which bus was that?") == "I didn't say which bus."
+    # which one of a kind: the short answer (a long clause sounds like the answer going on)
+    train = "The train leaves at ten past eight from platform four, so leave a little early."
+    assert reply("Excuse me, which platform was that?", train) == "It was platform four."
+    assert reply("Which train was that?", train) == (
+        "I said the train leaves at ten past eight from platform four."
+    )
     assert reply("Sorry, what did you say about my ticket?") == (
         "I didn't say anything about your ticket."
     )

@@ -753,6 +753,31 @@ def _clause_about(text: str, words: set[str], request: str) -> str:
     return best
 
 
+_SPAN_WORD = re.compile(r"[\w'-]+")
+#: A word that tells one of a kind apart: a number, a letter, a name ("platform four", "gate
+#: B", "the Jubilee line").
+_NAMES_ONE = re.compile(rf"(?i:{_NUMBER})|\d+\w*|[A-Z]|[A-Z][a-z]+")
+
+
+def _span_of(clause: str, words: set[str], most: int = 4) -> str:
+    """The words of ``clause`` that name one of ``words`` and which one it is ("from platform
+    four at ten", {"platform"} -> "platform four"): the first word that is one of them and the
+    numbers, letters or names after it (at most ``most`` words in all); '' when no word of
+    ``clause`` is one of them or none of these follows it."""
+    forms = {_word_form(w) for w in words}
+    tokens = _SPAN_WORD.findall(clause)
+    for i, token in enumerate(tokens):
+        if _word_form(token.lower()) not in forms and not (
+            content_words(token) and {_word_form(w) for w in content_words(token)} & forms
+        ):
+            continue
+        end = i + 1
+        while end < len(tokens) and end - i < most and _NAMES_ONE.fullmatch(tokens[end]):
+            end += 1
+        return " ".join(tokens[i:end]) if end > i + 1 else ""
+    return ""
+
+
 def _ended(text: str) -> str:
     text = text.strip()
     return text if not text or text[-1] in ".!?" else text + "."
@@ -840,6 +865,9 @@ def about_cut_turn(heard: str, whole: str, request: str) -> tuple[str, str] | No
         words = content_words(x)
         if words:
             clause = _clause_about(whole, words, request)
+            span = _span_of(clause, words) if clause else ""
+            if span:  # "which platform was that?": "It was platform four."
+                return "about", _ended(f"It was {span}")
             if clause:
                 return "about", _ended(f"I said {_inner(clause)}")
             return "about", f"I didn't say which {x}."
