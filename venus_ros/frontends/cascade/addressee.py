@@ -11,8 +11,9 @@ its final transcript, where it was, how loud it was) from general evidence, in t
    :data:`ANSWER_WINDOW_S` of the end of an assistant turn that ended with a question ->
    addressed ("Paris, please." answers "Which city?").
 3. **Another vocative** at the start or the end: a capitalised word that is not a common
-   English word (a name, "Hey Oliver, ...") or a term of address ("mum", "guys") -> not
-   addressed.
+   English word (a name, "Hey Oliver, ...", also after a greeting or thanks the recogniser
+   wrote without its comma: "Thanks Maria just put it ...") or a term of address ("mum",
+   "guys") -> not addressed.
 4. **Level**: speech from farther away (a television, a second talker across the room) is
    quieter than the user. Its voiced level is compared with the user's running level (the
    mean of the utterances judged addressed, starting from :data:`PRIOR_USER_DB`); at least
@@ -22,7 +23,8 @@ its final transcript, where it was, how loud it was) from general evidence, in t
    hashed words and word pairs (the router's
    :func:`~venus_ros.frontends.cascade.router.lexical_features`; ``models/addressee.npz``,
    trained by :mod:`venus_ros.training.addressee` on the training part of the synthesizer's
-   phrase families and the router's corpus only) scores how much the
+   phrase families, the router's corpus and the hand-written
+   ``data/addressee_corpus.yaml`` only) scores how much the
    words read as something said to an assistant (a question, a request, a command, chit-chat
    with it) rather than a remark to someone else, a TV or radio line. The head is weak on its
    own (on held-out training phrases it keeps 97 % of requests but catches well under half of
@@ -36,8 +38,10 @@ its final transcript, where it was, how loud it was) from general evidence, in t
      :data:`CONVERSATION_S` before it) and at the user's level (:func:`reads_aside`): a
      *statement* that asks nothing (:func:`asks`: no question, no request, "Oh no, it's
      starting to rain.") scoring below the model's statement threshold (low: calibrated on
-     held-out phrases to keep 99.6 % of requests, since the recogniser garbles some questions
-     into statements), or
+     held-out phrases to keep 99 % of addressed statements, since the recogniser garbles some
+     questions into statements), a *question or request* scoring below the model's question
+     threshold (calibrated to keep 96 % of addressed questions: "Have you fed the dog yet?"
+     reads as said to someone else), or
      an opening set off by a comma that may be a name the recogniser misheard
      (:func:`set_off_opening`: "Sea bee, could you ..." for a name it never heard), or a
      statement that opens with an exclamation or a call to wait (:func:`exclaims`: "Oops,
@@ -46,7 +50,9 @@ its final transcript, where it was, how loud it was) from general evidence, in t
      pause (:func:`set_off_by_pause`, from the VAD frames: "Tom, | have you seen ...",
      "Ugh, | the kettle ...", a name the recogniser dropped or garbled, an interjection, a call
      to wait) scoring below :data:`SET_OFF_BAR` -> not addressed (prosody: a vocative or a
-     reaction is said as a phrase of its own; a request to the assistant rarely opens so).
+     reaction is said as a phrase of its own; a request to the assistant rarely opens so),
+     unless the opening the recogniser wrote is an acknowledgement (:func:`acknowledges`:
+     "Okay, | that is good.": the pause is the acknowledgement's).
    In a conversation, the phrasing at the user's level never drops speech.
 
 Nothing here is keyed to a sentence of an evaluation suite; the lexicons are general English
