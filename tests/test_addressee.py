@@ -34,6 +34,7 @@ from venus_ros.frontends.cascade.addressee import (
     asks,
     exclaims,
     load_ask_threshold,
+    load_exclaim_threshold,
     load_statement_threshold,
     opening_of,
     set_off_by_pause,
@@ -245,6 +246,23 @@ def test_with_no_conversation_going_on_questions_need_the_ask_threshold() -> Non
         Addressee("Venus", ask_threshold=0.0)
 
 
+def test_with_no_conversation_going_on_exclamations_need_the_exclaim_threshold() -> None:
+    """Idle: a statement opening with an exclamation must reach the higher of the head's
+    threshold (0.4) and the exclamation threshold; a plain statement only the statement
+    threshold."""
+    judge = Addressee(
+        "Venus", fixed_head(0.45), HashEmbedder(), statement_threshold=0.2, exclaim_threshold=0.5
+    )
+    assert not judge.judge(Utterance("Ugh, the bus is late again.", 0.0, judge.user_db)).addressed
+    assert judge.judge(Utterance("The bus is late again.", 1.0, judge.user_db)).addressed
+    lower = Addressee(
+        "Venus", fixed_head(0.45), HashEmbedder(), statement_threshold=0.2, exclaim_threshold=0.3
+    )
+    assert lower.judge(Utterance("Ugh, the bus is late again.", 0.0, lower.user_db)).addressed
+    with pytest.raises(ValueError, match="exclaim_threshold"):
+        Addressee("Venus", exclaim_threshold=1.0)
+
+
 def test_an_acknowledgement_set_off_by_a_pause_is_not_a_dropped_name() -> None:
     """ "Okay, | that is good.": the pause after the opening is the acknowledgement's, so the
     set-off rule leaves it to the phrasing; "Oops, | ..." or a bare "| have you seen ..." (a
@@ -398,6 +416,7 @@ def test_committed_head_reads_requests_as_addressed() -> None:
     judge.reset()  # a question to someone else from the training material, idle: dropped
     other = judge.judge(Utterance("Did you remember to call your grandmother?", 0.0, -23.0))
     assert judge.ask_threshold == load_ask_threshold(MODEL_PATH) and judge.ask_threshold
+    assert judge.exclaim_threshold == load_exclaim_threshold(MODEL_PATH)
     assert (other.addressed, other.reason) == (False, "text"), other
     judge.reset()
     misheard = judge.judge(Utterance("Sea bee, could you shut the gate?", 0.0, -23.0))
@@ -490,6 +509,9 @@ def test_trainer_writes_a_loadable_head(tmp_path: Path) -> None:
     assert load_statement_threshold(tmp_path / MODEL_PATH.name) == report["statement_threshold"]
     ask = load_ask_threshold(tmp_path / MODEL_PATH.name)
     assert (ask or 0.0) == report["ask_threshold"]
+    exclaim = load_exclaim_threshold(tmp_path / MODEL_PATH.name)
+    assert report["exclaim_threshold"] >= report["threshold"]
+    assert exclaim is None or exclaim == report["exclaim_threshold"]
     if ask is not None:
         assert report["cv_ask_recall"] >= MIN_RECALL_ASK - 1e-9
     assert "recogniser wrote" in (tmp_path / "addressee_report.md").read_text(encoding="utf-8")

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import time
@@ -61,10 +62,13 @@ import numpy as np
 
 from venus_ros.frontends.cascade.addressee import (
     ASK_KEY,
+    EXCLAIM_KEY,
     MODEL_PATH,
     STATEMENT_KEY,
     asks,
+    exclaims,
     reads_aside,
+    set_off_opening,
 )
 from venus_ros.frontends.cascade.texthead import TextHead, head_features
 from venus_ros.training.router import (
@@ -90,6 +94,7 @@ __all__ = [
     "NOT_ADDRESSED_BY_KIND",
     "asr_form",
     "calibrate_ask_threshold",
+    "calibrate_exclaim_threshold",
     "calibrate_statement_threshold",
     "evaluation_names",
     "evaluation_phrases",
@@ -484,7 +489,8 @@ def calibrate_statement_threshold(
     """The highest statement threshold (0.01 steps) that keeps at least :data:`MIN_RECALL_IDLE`
     of the addressed texts on held-out ``scores`` when no conversation is going on
     (:func:`~venus_ros.frontends.cascade.addressee.reads_aside`), and that rule's (recall,
-    specificity) there (``threshold``: the head's, which exclamations must reach)."""
+    specificity) there (``threshold``: what exclamations must reach, the head's threshold or
+    the exclamation threshold, :func:`calibrate_exclaim_threshold`)."""
     y = np.asarray(labels, dtype=bool)
     best, best_cv = 0.01, (float("nan"), float("nan"))
     for step in range(1, 99):
@@ -522,6 +528,40 @@ def calibrate_ask_threshold(
     return best, best_cv
 
 
+def calibrate_exclaim_threshold(
+    texts: Sequence[str], scores: np.ndarray, labels: np.ndarray, threshold: float
+) -> tuple[float, tuple[float, float]]:
+    """The highest exclamation threshold (0.01 steps from the head's ``threshold``, at most 0.5)
+    that keeps at least :data:`MIN_RECALL_ASK` of the addressed statements opening with an
+    exclamation or a call to wait (:func:`~venus_ros.frontends.cascade.addressee.exclaims`; most
+    are reactions to what the assistant just said, which come in a conversation) on held-out
+    ``scores``, and that rule's (recall, specificity) on those statements; ``threshold`` when
+    none is addressed or a higher bar loses too many."""
+    y = np.asarray(labels, dtype=bool)
+    s = np.asarray(scores, dtype=float)
+    shown = np.array(
+        [exclaims(t) and not asks(t) and set_off_opening(t) is None for t in texts], dtype=bool
+    )
+
+    def cv(bar: float) -> tuple[float, float]:
+        recall = float((s[shown & y] >= bar).mean()) if (shown & y).any() else 1.0
+        spec = float((s[shown & ~y] < bar).mean()) if (shown & ~y).any() else float("nan")
+        return recall, spec
+
+    best, best_cv = threshold, cv(threshold)
+    if not (shown & y).any():
+        return best, best_cv
+    for step in range(math.ceil(threshold * 100 + 1e-9), 51):
+        bar = step / 100
+        if bar <= threshold:
+            continue
+        got = cv(bar)
+        if got[0] < MIN_RECALL_ASK:
+            break
+        best, best_cv = bar, got
+    return best, best_cv
+
+
 def train_addressee(
     out: str | Path | None = None,
     *,
@@ -552,11 +592,12 @@ def train_addressee(
     as_heard = np.array([t in spoken for t in texts]) if spoken else np.ones(len(texts), bool)
     # the statement rule on the texts as written (and in lower-case form), as before
     written = ~as_heard if spoken else as_heard
+    exclaim, cv_exclaim = calibrate_exclaim_threshold(texts, held_out, y, threshold)
     statement, cv_idle = calibrate_statement_threshold(
         [t for t, w in zip(texts, written, strict=True) if w],
         held_out[written],
         y[written],
-        threshold,
+        exclaim,
     )
     ask, cv_ask = calibrate_ask_threshold(texts, held_out, y)
     cv_heard = metrics(held_out[as_heard], y[as_heard], threshold)
@@ -571,6 +612,8 @@ def train_addressee(
     bars = {STATEMENT_KEY: np.float64(statement)}
     if ask > 0.0:
         bars[ASK_KEY] = np.float64(ask)
+    if exclaim > threshold:
+        bars[EXCLAIM_KEY] = np.float64(exclaim)
     np.savez(path, **fields, **bars)
     misses = sorted(
         ((float(held_out[i]), texts[i], bool(y[i])) for i in range(len(texts))),
@@ -592,6 +635,9 @@ def train_addressee(
         "cv_idle_recall": cv_idle[0],
         "cv_idle_specificity": cv_idle[1],
         "ask_threshold": ask,
+        "exclaim_threshold": exclaim,
+        "cv_exclaim_recall": cv_exclaim[0],
+        "cv_exclaim_specificity": cv_exclaim[1],
         "cv_ask_recall": cv_ask[0],
         "cv_ask_specificity": cv_ask[1],
         "heard_texts": int(as_heard.sum()) if spoken else 0,
@@ -622,7 +668,8 @@ def _markdown(r: dict[str, Any]) -> str:
         f"addressed speech {100 * r['cv_recall']:.1f}% (goal >= {100 * MIN_RECALL:.0f}%), "
         f"specificity {100 * r['cv_specificity']:.1f}%, accuracy {100 * r['cv_accuracy']:.1f}%",
         f"- statement threshold {r['statement_threshold']:.4f} (with no conversation going on, "
-        "a statement below it, one that opens with an exclamation below the threshold above, "
+        "a statement below it, one that opens with an exclamation below the exclamation "
+        "threshold below, "
         "or an opening that may be a misheard name, is dropped at the user's level; "
         f"`addressee.reads_aside`): held-out recall {100 * r['cv_idle_recall']:.1f}%"
         f" (goal >= {100 * MIN_RECALL_IDLE:.1f}%), "
@@ -632,6 +679,11 @@ def _markdown(r: dict[str, Any]) -> str:
         f"that ask (as written and as recognised) recall {100 * r['cv_ask_recall']:.1f}% "
         f"(goal >= {100 * MIN_RECALL_ASK:.0f}%), specificity "
         f"{100 * r['cv_ask_specificity']:.1f}%",
+        f"- exclamation threshold {r['exclaim_threshold']:.2f} (with no conversation going on, a "
+        "statement at the user's level that opens with an exclamation or a call to wait below "
+        "it is dropped): on the held-out such statements recall "
+        f"{100 * r['cv_exclaim_recall']:.1f}% (goal >= {100 * MIN_RECALL_ASK:.0f}%), "
+        f"specificity {100 * r['cv_exclaim_specificity']:.1f}%",
         f"- on the {r['heard_texts']} texts as the recogniser wrote them when training voices "
         "spoke them (all texts where none were spoken), the threshold above: held-out recall "
         f"{100 * r['cv_heard_recall']:.1f}%, specificity {100 * r['cv_heard_specificity']:.1f}%",

@@ -83,6 +83,7 @@ __all__ = [
     "ASK_KEY",
     "CLEAR_REQUEST",
     "CONVERSATION_S",
+    "EXCLAIM_KEY",
     "MIN_WORDS",
     "MODEL_PATH",
     "OPENING_MAX_S",
@@ -102,6 +103,7 @@ __all__ = [
     "asks",
     "exclaims",
     "load_ask_threshold",
+    "load_exclaim_threshold",
     "load_statement_threshold",
     "opening_of",
     "reads_aside",
@@ -116,6 +118,8 @@ STATEMENT_KEY = "statement_threshold"
 """Key of the model file's statement threshold (:func:`load_statement_threshold`)."""
 ASK_KEY = "ask_threshold"
 """Key of the model file's question threshold (:func:`load_ask_threshold`)."""
+EXCLAIM_KEY = "exclaim_threshold"
+"""Key of the model file's exclamation threshold (:func:`load_exclaim_threshold`)."""
 CONVERSATION_S = 30.0
 """Speech starting this soon after the start of an addressed utterance is in a conversation."""
 ANSWER_WINDOW_S = 6.0
@@ -462,6 +466,14 @@ def load_ask_threshold(path: str | Path) -> float | None:
     return _load_bar(path, ASK_KEY)
 
 
+def load_exclaim_threshold(path: str | Path) -> float | None:
+    """The exclamation threshold a model file written by the trainer holds (:data:`EXCLAIM_KEY`:
+    with no conversation going on, a statement at the user's level that opens with an
+    exclamation or a call to wait scoring below it, or below the head's threshold if that is
+    higher, is dropped), or None when it has none (the head's threshold alone then applies)."""
+    return _load_bar(path, EXCLAIM_KEY)
+
+
 def _load_bar(path: str | Path, key: str) -> float | None:
     """The value under ``key`` in a model file, checked to lie in (0, 1); None when absent."""
     with np.load(Path(path), allow_pickle=False) as data:
@@ -511,9 +523,9 @@ def reads_aside(
     words: an opening that may be a misheard name (:func:`set_off_opening`); a question or
     request (:func:`asks`) with a text score below ``ask_threshold`` (one that reads as said to
     someone else: "Have you fed the dog yet?"); or a statement that asks nothing with a text
-    score below ``statement_threshold``, or below the head's ``threshold`` when it opens with an
-    exclamation or a call to wait (:func:`exclaims`: "Oops, I spilled my tea."). Shared by
-    :class:`Addressee` and the trainer's calibration."""
+    score below ``statement_threshold``, or below ``threshold`` (the head's, or the exclamation
+    threshold) when it opens with an exclamation or a call to wait (:func:`exclaims`: "Oops, I
+    spilled my tea."). Shared by :class:`Addressee` and the trainer's calibration."""
     if set_off_opening(text) is not None:
         return True
     if asks(text):
@@ -634,6 +646,10 @@ class Addressee:
         ask_threshold: With no conversation going on, a question or request at the user's
             level scoring below it is dropped (:func:`reads_aside`; None: the committed
             model's, when ``head`` is None; else none is).
+        exclaim_threshold: With no conversation going on, a statement at the user's level
+            that opens with an exclamation scoring below it (or below the head's threshold, if
+            higher) is dropped (None: the committed model's, when ``head`` is None; else the
+            head's threshold alone).
 
     Attributes:
         user_db: The user's running voiced level, dBFS.
@@ -651,6 +667,7 @@ class Addressee:
         answer_window_s: float = ANSWER_WINDOW_S,
         statement_threshold: float | None = None,
         ask_threshold: float | None = None,
+        exclaim_threshold: float | None = None,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError("addressee: name must be a non-empty string")
@@ -680,6 +697,11 @@ class Addressee:
         if ask_threshold is not None and not 0.0 < ask_threshold < 1.0:
             raise ValueError(f"addressee: ask_threshold must be in (0, 1), got {ask_threshold!r}")
         self.ask_threshold = ask_threshold
+        if exclaim_threshold is not None and not 0.0 < exclaim_threshold < 1.0:
+            raise ValueError(
+                f"addressee: exclaim_threshold must be in (0, 1), got {exclaim_threshold!r}"
+            )
+        self.exclaim_threshold = exclaim_threshold
         self._last_addressed_s: float | None = None
         self._last_turn_end_s: float | None = None
 
@@ -709,6 +731,8 @@ class Addressee:
                     self.statement_threshold = load_statement_threshold(MODEL_PATH)
                 if self.ask_threshold is None:
                     self.ask_threshold = load_ask_threshold(MODEL_PATH)
+                if self.exclaim_threshold is None:
+                    self.exclaim_threshold = load_exclaim_threshold(MODEL_PATH)
             except (OSError, ValueError):
                 self._head = None
         return self._head
@@ -770,7 +794,8 @@ class Addressee:
         if self.idle(u.start_s):
             bar = self.statement_threshold if self.statement_threshold is not None else 0.0
             ask = self.ask_threshold if self.ask_threshold is not None else 0.0
-            if reads_aside(text, score, bar, head.threshold, ask):
+            exclaim = max(head.threshold, self.exclaim_threshold or 0.0)
+            if reads_aside(text, score, bar, exclaim, ask):
                 return Verdict(False, "text", score, delta)
             if u.set_off and score < SET_OFF_BAR and not acknowledges(text):
                 return Verdict(False, "set_off", score, delta)
