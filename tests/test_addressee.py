@@ -95,6 +95,11 @@ def fixed_head(score: float) -> TextHead:
         ("Hi There, how are you?", None),
         ("Thanks So much.", None),
         ("Hey What is the time", None),
+        # a name the recogniser wrote as a sentence of its own at the start
+        ("Sophie. Could you grab my keys?", "sophie"),
+        ("Tom! Dinner is ready.", "tom"),
+        ("Thanks. Could you close the door?", None),
+        ("Okay. What time is it?", None),
     ],
 )
 def test_vocative_finds_who_is_called(text: str, who: str | None) -> None:

@@ -247,8 +247,13 @@ def vocative(text: str, assistant: str = "venus") -> str | None:
     ]
     if len(clauses) < 2:
         return None  # one clause ("Thanks.", "Sam!"): no vocative set off from the rest
-    # A vocative is set off by a comma: "Sam, ..." / "..., Sam." ("...? Africa?" is not one).
-    candidates = [(c, "," in after) for c, _, after in clauses[:2]]
+    # A vocative is set off by a comma: "Sam, ..." / "..., Sam." ("...? Africa?" is not one);
+    # at the very start also by a full stop or "!", not "..." (a recogniser writes "Sophie.
+    # Could you ..." for "Sophie, could you ..."; "I'm... let me think." is a hesitation).
+    candidates = [
+        (c, "," in after or (k == 0 and after.strip() in (".", "!")))
+        for k, (c, _, after) in enumerate(clauses[:2])
+    ]
     candidates.append((clauses[-1][0], "," in clauses[-1][1]))
     for clause, comma in candidates:
         tokens = _TOKEN.findall(clause)
