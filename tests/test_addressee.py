@@ -274,6 +274,7 @@ def test_an_acknowledgement_set_off_by_a_pause_is_not_a_dropped_name() -> None:
     name the recogniser dropped) still need a clear request."""
     assert acknowledges("Okay, that is good.") and acknowledges("Ha ha, nice one.")
     assert acknowledges("Thank you. Bye.") and not acknowledges("Okay that is good.")
+    assert acknowledges("Good night, see you tomorrow.") and not acknowledges("Hey, can you?")
     assert not acknowledges("Oops, I spilled it.") and not acknowledges("Hang on, wait.")
     judge = Addressee("Venus", fixed_head(SET_OFF_BAR - 0.1), HashEmbedder())
     ack = Utterance("Okay, that is good.", 0.0, judge.user_db, opening_s=0.4, pause_s=0.1)

@@ -490,17 +490,20 @@ def _load_bar(path: str | Path, key: str) -> float | None:
     return value
 
 
-#: Words of an acknowledgement or a reply ("Okay, ...", "Thanks, ...", "Ha ha, ...", "Sure, ...").
+#: Words of an acknowledgement, a reply or a farewell ("Okay, ...", "Thanks, ...", "Ha ha, ...",
+#: "Sure, ...", "Good night, ..."; not "Hi" or "Hey", which a name often follows).
 _ACKS = frozenset(
     """yes yeah yep yup okay ok alright sure thanks thank you cheers great perfect good fine
-    lovely cool nice brilliant awesome excellent ha haha hahaha hehe right no nope""".split()
+    lovely cool nice brilliant awesome excellent ha haha hahaha hehe right no nope night
+    goodnight morning evening afternoon bye goodbye""".split()
 )
 
 
 def acknowledges(text: str) -> bool:
-    """Whether ``text`` opens with an acknowledgement set off by a comma ("Okay, that is
-    good.", "Thanks, that's all.", "Ha ha, nice one."): then a pause after its opening is that
-    acknowledgement's, not a name's the recogniser dropped (:func:`set_off_by_pause`)."""
+    """Whether ``text`` opens with an acknowledgement or a farewell set off by a comma ("Okay,
+    that is good.", "Thanks, that's all.", "Ha ha, nice one.", "Good night, see you."): then a
+    pause after its opening is that acknowledgement's, not a name's the recogniser dropped
+    (:func:`set_off_by_pause`)."""
     first = re.split(r"[,.!?;:]", text, maxsplit=1)
     if len(first) < 2:
         return False
