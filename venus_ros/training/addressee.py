@@ -109,7 +109,7 @@ __all__ = [
 
 MIN_RECALL = 0.97
 """Least share of addressed speech kept, on held-out folds."""
-MIN_RECALL_IDLE = 0.99
+MIN_RECALL_IDLE = 0.996
 """Least share of addressed speech the statement rule keeps on held-out folds
 (:func:`calibrate_statement_threshold`). Stricter than :data:`MIN_RECALL`: the recogniser
 garbles questions into statements that score lower still ("who won the match last night?" came
