@@ -1,0 +1,16 @@
+"""The near-duplicate filter that keeps evaluation phrases out of training."""
+
+from __future__ import annotations
+
+from venus_ros.training.heldout import HeldOut
+
+
+def test_equal_and_near_long_texts_are_held_out_but_not_unrelated_ones() -> None:
+    held = HeldOut(["whoops i dropped a fork", "uh huh", "the bus leaves from platform four"])
+    assert "uh huh" in held  # equal, however short
+    assert "oops i dropped a fork" in held  # near in characters
+    assert "the bus leaves from platform four today" in held  # near in content words
+    assert "oops i dropped my spoon on the floor" not in held
+    assert "uh huh yeah" not in held  # short texts are held out only when equal
+    assert "could you turn the kitchen light off" not in held
+    assert 3 not in held  # not a text
