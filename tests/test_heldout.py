@@ -14,3 +14,12 @@ def test_equal_and_near_long_texts_are_held_out_but_not_unrelated_ones() -> None
     assert "uh huh yeah" not in held  # short texts are held out only when equal
     assert "could you turn the kitchen light off" not in held
     assert 3 not in held  # not a text
+
+
+def test_the_trainers_use_no_text_near_an_evaluation_phrase() -> None:
+    from venus_ros.training.addressee import asr_form, evaluation_phrases, training_texts
+
+    held = HeldOut(evaluation_phrases())
+    texts, _, _ = training_texts()
+    near = [t for t in texts if asr_form(t) in held]
+    assert not near, near[:5]

@@ -71,6 +71,7 @@ from venus_ros.frontends.cascade.addressee import (
     set_off_opening,
 )
 from venus_ros.frontends.cascade.texthead import TextHead, head_features
+from venus_ros.training.heldout import HeldOut
 from venus_ros.training.router import (
     TextEmbedder,
     calibrate_threshold,
@@ -346,7 +347,8 @@ def training_texts(
     the recogniser wrote it when spoken (:func:`recognised_forms`); all share a group, and
     the vocative templates share one group over all names and their garbled forms (these are
     kept as written only: without the comma they read as a request). A text that is also an
-    evaluation phrase (:func:`evaluation_phrases`), or a name of the evaluation part, is left
+    evaluation phrase (:func:`evaluation_phrases`), or comes near one
+    (:class:`~venus_ros.training.heldout.HeldOut`), or a name of the evaluation part, is left
     out.
 
     Args:
@@ -354,7 +356,7 @@ def training_texts(
     """
     phrases = training_phrases()
     heard = heard or {}
-    held_out = evaluation_phrases()
+    held_out = HeldOut(evaluation_phrases())
     texts: list[str] = []
     labels: list[bool] = []
     groups: list[int] = []
@@ -375,7 +377,7 @@ def spoken_phrases() -> list[tuple[str, int]]:
     voices: :data:`VOICES_SINGLE` for a phrase with one variant, one for each variant of a
     group of several (the router corpus's paraphrases, a vocative with each of its names);
     the garbled vocatives are not spoken (they already stand for a misheard name)."""
-    held_out = evaluation_phrases()
+    held_out = HeldOut(evaluation_phrases())
     out: dict[str, int] = {}
     for variants, _, _ in training_phrases():
         kept = [t for t in variants if asr_form(t) not in held_out]
