@@ -19,12 +19,13 @@ from venus_ros.frontends.cascade.floor import (
 )
 from venus_ros.frontends.cascade.texthead import TextHead
 from venus_ros.frontends.policy import FloorAction
-from venus_ros.training.addressee import evaluation_phrases
+from venus_ros.training.addressee import EXTRA_NOT_ADDRESSED, asr_form, evaluation_phrases
 from venus_ros.training.interruption import (
     KINDS,
     MAX_FIRE,
     Row,
     choose_threshold,
+    load_corpus,
     recognised_rows,
     train_interruption,
     training_phrases,
@@ -48,6 +49,47 @@ def test_training_phrases_are_training_material_only() -> None:
     for p in phrases:
         groups.setdefault(p.group, set()).add(p.kind)
     assert all(len(k) == 1 for k in groups.values())
+
+
+def test_the_hand_written_corpus_is_large_varied_and_trained_on() -> None:
+    corpus = load_corpus()
+    assert len(corpus["interruption"]) >= 300 and len(corpus["backchannel"]) >= 150
+    assert corpus["other_directed"] and corpus["background"]
+    phrases = training_phrases()
+    kind_of = {asr_form(p.text): p.kind for p in phrases}
+    # the same words are never of two kinds (the first bank to name them keeps them)
+    assert len(kind_of) == len({(asr_form(p.text), p.kind) for p in phrases})
+    for kind, texts in corpus.items():
+        kept = [t for t in texts if kind_of.get(asr_form(t)) == kind]
+        assert len(kept) >= 0.9 * len(texts), kind
+    # remarks to others that open like a cut-in ("No, ...", "Sorry, ...") are not negatives
+    remarks = {p.text for p in phrases if p.kind == "other_directed"}
+    openers = [t for t in EXTRA_NOT_ADDRESSED if asr_form(t).split()[:1] in (["no"], ["sorry"])]
+    assert not remarks & set(openers)
+
+
+def test_a_malformed_corpus_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "c.yaml"
+    bad.write_text("version: 1\nbackchannels:\n  - yes\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="lists of strings"):
+        load_corpus(bad)  # an unquoted yes is YAML's true
+    bad.write_text("interruptions: [Stop.]\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="version 1"):
+        load_corpus(bad)
+    bad.write_text("version: 1\ninterruptions: [a\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="not YAML"):
+        load_corpus(bad)
+    good = tmp_path / "g.yaml"
+    good.write_text(
+        "version: 1\ninterruptions:\n  stop: [Stop it now.]\n  ask:\n    - What now?\n"
+        "backchannels: [mm-hmm]\n",
+        encoding="utf-8",
+    )
+    corpus = load_corpus(good)
+    assert corpus["interruption"] == ("Stop it now.", "What now?")
+    assert corpus["backchannel"] == ("mm-hmm",) and corpus["background"] == ()
+    texts = {p.text: p.kind for p in training_phrases(corpus)}
+    assert texts["Stop it now."] == "interruption" and "What now?" in texts
 
 
 def _rows(kind: str, sample: int, texts: list[str]) -> list[Row]:

@@ -12,12 +12,18 @@ TrainedFloorPolicy`); below the threshold the boundary model decides as before.
 Deterministic for a seed, from training material only:
 
 1. **Phrases**: the training part of the synthesizer's families
-   (:data:`venus_ros.eval.synth.FAMILIES` ``["train"]``): interruptions, questions and
-   :data:`EXTRA_INTERRUPTIONS` (positive); backchannels, remarks to other people (vocatives
-   with every training name, side comments, phone talk, and the addressee trainer's
-   :data:`~venus_ros.training.addressee.EXTRA_NOT_ADDRESSED`), background talk and TV lines,
-   and the assistant's own answers (negative). A phrase that is also an evaluation phrase
-   (:func:`venus_ros.training.addressee.evaluation_phrases`) is left out.
+   (:data:`venus_ros.eval.synth.FAMILIES` ``["train"]``), :data:`EXTRA_INTERRUPTIONS` and the
+   hand-written corpus ``frontends/cascade/data/interruption_corpus.yaml``
+   (:func:`load_corpus`: some 380 cut-ins by family -- stop and wait commands, corrections,
+   clarification and new questions, topic changes, complaints, polite and multi-sentence
+   ones -- some 160 backchannels, and more remarks and background lines): interruptions and
+   questions are positive; backchannels, remarks to other people (vocatives with every
+   training name, side comments, phone talk, the addressee trainer's
+   :data:`~venus_ros.training.addressee.EXTRA_NOT_ADDRESSED` except those that open like a
+   cut-in, :func:`_cut_in_opening`), background talk and TV lines, and the assistant's own
+   answers are negative. A phrase that is also an evaluation phrase
+   (:func:`venus_ros.training.addressee.evaluation_phrases`) is left out, and so are words
+   already taken under another kind.
 2. **What the recogniser makes of them**: each phrase is spoken by seeded training voices
    (espeak-ng, :data:`~venus_ros.eval.synth.FAMILIES` voices and rates), optionally under
    generated room noise, and Whisper tiny.en transcribes its first :data:`PREFIXES_S` seconds,
@@ -41,6 +47,7 @@ redoes them); they depend on the phrase, the seed and the recogniser only.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import time
@@ -52,12 +59,14 @@ from typing import Any
 
 import numpy as np
 
-from venus_ros.frontends.cascade.floor import INTERRUPTION_PATH
+from venus_ros.frontends.cascade.floor import INTERRUPTION_PATH, calls_someone_else
 from venus_ros.frontends.cascade.texthead import TextHead, head_features
 from venus_ros.training.addressee import EXTRA_NOT_ADDRESSED, asr_form, evaluation_phrases
 from venus_ros.training.router import TextEmbedder, fit_logistic, grouped_folds, held_out_scores
 
 __all__ = [
+    "CORPUS_PATH",
+    "CUT_IN_WORDS",
     "EXTRA_INTERRUPTIONS",
     "KINDS",
     "MAX_FIRE",
@@ -65,6 +74,7 @@ __all__ = [
     "Phrase",
     "Row",
     "choose_threshold",
+    "load_corpus",
     "main",
     "recognised_rows",
     "train_interruption",
@@ -90,9 +100,16 @@ MAX_FIRE: Mapping[str, float] = {
 #: and short, so they get more.
 VOICES_PER_PHRASE: Mapping[str, int] = {"backchannel": 8}
 DEFAULT_VOICES = 3
+#: Voices per phrase of the hand-written corpus (:func:`load_corpus`): it is large, so fewer
+#: voices each keep the recognition within reach of two CPU cores.
+CORPUS_VOICES: Mapping[str, int] = dict(
+    interruption=2, backchannel=3, other_directed=1, background=1
+)
+REMARK_VOICES = 1
+"""Voices per remark of the addressee trainer's (many) :data:`EXTRA_NOT_ADDRESSED`."""
 FOLDS = 5
-L2 = 3e-4
-LEXICAL_DIMS = 512
+L2 = 1e-4
+LEXICAL_DIMS = 2048
 LEXICAL_SCALE = 0.5
 LEAD_S = 0.1
 """Silence before the speech, as the VAD's pre-roll keeps it."""
@@ -100,6 +117,12 @@ NOISE_SHARE = 0.5
 """Share of samples mixed with generated room noise."""
 NOISE_SNR_DB: tuple[float, float] = (10.0, 25.0)
 SAMPLE_RATE = 16000
+CORPUS_PATH = INTERRUPTION_PATH.parent.parent / "data" / "interruption_corpus.yaml"
+"""The hand-written corpus of cut-ins, backchannels and remarks (:func:`load_corpus`)."""
+#: First words (recogniser form) with which people cut in on a speaker (:func:`_cut_in_opening`).
+CUT_IN_WORDS: frozenset[str] = frozenset(
+    {"no", "nope", "wait", "stop", "sorry", "pardon", "what", "hold on", "hang on", "excuse me"}
+)
 
 
 #: More ways of cutting in on a speaker (written for this trainer; general English, training
@@ -166,6 +189,8 @@ class Phrase:
     text: str
     kind: str
     group: int
+    voices: int | None = None
+    """Spoken samples of it (None: :data:`VOICES_PER_PHRASE` or :data:`DEFAULT_VOICES`)."""
 
 
 @dataclass(frozen=True)
@@ -179,31 +204,99 @@ class Row:
     prefix_s: float
 
 
-def training_phrases() -> list[Phrase]:
-    """The training phrases (see the module docstring), evaluation phrases left out."""
+def training_phrases(corpus: Mapping[str, Sequence[str]] | None = None) -> list[Phrase]:
+    """The training phrases (see the module docstring), evaluation phrases left out, and
+    words already taken by an earlier bank left out of the later one (one phrase, one group:
+    a repeat would sit in two folds and flatter the held-out figures).
+
+    Args:
+        corpus: Phrases per kind (default: :func:`load_corpus`).
+    """
     from venus_ros.eval.synth import FAMILIES
 
     fam = FAMILIES["train"]
-    banks: list[tuple[str, Sequence[str] | Sequence[Sequence[str]]]] = [
-        ("interruption", fam.interruptions),
-        ("interruption", fam.questions),
-        ("interruption", EXTRA_INTERRUPTIONS),
-        ("backchannel", fam.backchannels),
-        ("other_directed", [[v.format(name=n) for n in fam.other_names] for v in fam.vocatives]),
-        ("other_directed", (*fam.side_comments, *fam.phone_talk, *EXTRA_NOT_ADDRESSED)),
-        ("background", (*fam.background_talk, *fam.background_tv)),
-        ("echo", fam.assistant_texts),
+    corpus = load_corpus() if corpus is None else corpus
+    remarks = [t for t in EXTRA_NOT_ADDRESSED if not _cut_in_opening(t)]
+    mine = {k: corpus.get(k, ()) for k in CORPUS_VOICES}
+    banks: list[tuple[str, Sequence[str] | Sequence[Sequence[str]], int | None]] = [
+        ("interruption", fam.interruptions, None),
+        ("interruption", fam.questions, None),
+        ("interruption", EXTRA_INTERRUPTIONS, None),
+        ("interruption", mine["interruption"], CORPUS_VOICES["interruption"]),
+        ("backchannel", fam.backchannels, None),
+        ("backchannel", mine["backchannel"], CORPUS_VOICES["backchannel"]),
+        (
+            "other_directed",
+            [[v.format(name=n) for n in fam.other_names] for v in fam.vocatives],
+            None,
+        ),
+        ("other_directed", (*fam.side_comments, *fam.phone_talk), None),
+        ("other_directed", remarks, REMARK_VOICES),
+        ("other_directed", mine["other_directed"], CORPUS_VOICES["other_directed"]),
+        ("background", (*fam.background_talk, *fam.background_tv), None),
+        ("background", mine["background"], CORPUS_VOICES["background"]),
+        ("echo", fam.assistant_texts, None),
     ]
     held_out = evaluation_phrases()
     phrases: list[Phrase] = []
+    seen: dict[str, str] = {}
     group = 0
-    for kind, bank in banks:
+    for kind, bank, voices in banks:
         for item in bank:
             variants = [item] if isinstance(item, str) else list(item)
-            kept = [t for t in variants if asr_form(t) not in held_out]
-            phrases += [Phrase(t, kind, group) for t in kept]
+            for text in variants:
+                form = asr_form(text)
+                if form in held_out or form in seen:
+                    continue  # an evaluation phrase, or words already taken (by any kind)
+                seen[form] = kind
+                phrases.append(Phrase(text, kind, group, voices))
             group += 1
     return phrases
+
+
+def _cut_in_opening(text: str) -> bool:
+    """Whether a remark opens the way a cut-in does ("No, ...", "Sorry, ...", "Hang on, ...").
+    Over the assistant its words alone cannot tell it from an interruption, so the addressee
+    trainer's remarks that do are not the head's negatives (the name rule and the boundary
+    model still judge them)."""
+    words = asr_form(text).split()
+    return bool(words) and (words[0] in CUT_IN_WORDS or " ".join(words[:2]) in CUT_IN_WORDS)
+
+
+def load_corpus(path: str | Path | None = None) -> dict[str, tuple[str, ...]]:
+    """The hand-written corpus (:data:`CORPUS_PATH`): phrases per kind (``interruption``,
+    ``backchannel``, ``other_directed``, ``background``).
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: the file is not such a corpus.
+    """
+    import yaml
+
+    path = Path(path) if path is not None else CORPUS_PATH
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not YAML ({' '.join(str(exc).split())[:200]})") from None
+    if not isinstance(data, dict) or data.get("version") != 1:
+        raise ValueError(f"{path}: not an interruption corpus (version 1)")
+    sections = {
+        "interruption": "interruptions",
+        "backchannel": "backchannels",
+        "other_directed": "not_addressed",
+        "background": "background",
+    }
+    out: dict[str, tuple[str, ...]] = {}
+    for kind, key in sections.items():
+        value = data.get(key) or []
+        families = value.values() if isinstance(value, dict) else [value]
+        texts: list[str] = []
+        for family in families:
+            if not isinstance(family, list) or not all(isinstance(t, str) for t in family):
+                raise ValueError(f"{path}: {key} must hold lists of strings")
+            texts += [t.strip() for t in family if t.strip()]
+        out[kind] = tuple(texts)
+    return out
 
 
 def _room_noise(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -243,7 +336,9 @@ def recognised_rows(
     rows: list[Row] = []
     sample = 0
     for i, phrase in enumerate(phrases):
-        count = 1 if sizes[phrase.group] > 1 else VOICES_PER_PHRASE.get(phrase.kind, DEFAULT_VOICES)
+        count = phrase.voices or (
+            1 if sizes[phrase.group] > 1 else VOICES_PER_PHRASE.get(phrase.kind, DEFAULT_VOICES)
+        )
         key = f"{seed}|{phrase.kind}|{count}|{PREFIXES_S}|{phrase.text}"
         samples = cache.get(key)
         if samples is None:
@@ -322,14 +417,23 @@ def _word_prefix_rows(phrases: Sequence[Phrase]) -> list[Row]:
 
 
 def _sample_fires(scores: np.ndarray, rows: Sequence[Row], threshold: float) -> dict[int, float]:
-    """First prefix (seconds) at which each spoken sample fires; inf where it never does."""
+    """First prefix (seconds) at which each spoken sample fires; inf where it never does.
+
+    A partial that calls someone else by name never fires: the policy never yields to it
+    (:func:`~venus_ros.frontends.cascade.floor.calls_someone_else`)."""
     first: dict[int, float] = {}
     for s, row in zip(scores, rows, strict=True):
         if row.sample < 0 or not row.text:
             continue
-        hit = row.prefix_s if s >= threshold else float("inf")
+        fires = s >= threshold and not _elsewhere(row.text)
+        hit = row.prefix_s if fires else float("inf")
         first[row.sample] = min(first.get(row.sample, float("inf")), hit)
     return first
+
+
+@functools.lru_cache(maxsize=65536)
+def _elsewhere(text: str) -> bool:
+    return calls_someone_else(text)
 
 
 def choose_threshold(

@@ -88,6 +88,7 @@ __all__ = [
     "TrainedFloorPolicy",
     "acoustic_features",
     "build_onnx",
+    "calls_someone_else",
     "load_floor_policy",
     "make_floor_frontend",
     "numpy_forward",
@@ -592,12 +593,7 @@ class TrainedFloorPolicy(FloorPolicy):
         calls anyone by name calls someone else ("Yeah. Sam, can you grab the mail?";
         :func:`~venus_ros.frontends.cascade.addressee.vocative`): such speech over the
         assistant is never yielded to."""
-        text = observation_text(obs, self.features.partials)
-        for sentence in reversed(split_sentences(text) if text else []):
-            called = vocative(sentence, self.name)
-            if called is not None:
-                return called != self.name.lower()
-        return False
+        return calls_someone_else(observation_text(obs, self.features.partials), self.name)
 
     def interrupts(self, obs: FloorObservation) -> bool:
         """Whether the speech over the assistant is an interruption by the head's reading of
@@ -689,6 +685,16 @@ class TrainedFloorPolicy(FloorPolicy):
             or (_after_yield(obs, self.features.state) and silence >= AFTER_YIELD_SILENCE_S)
             or silence >= UNANSWERED_SILENCE_S
         )
+
+
+def calls_someone_else(text: str, name: str = "Venus") -> bool:
+    """Whether the latest sentence of ``text`` that calls anyone by name calls someone other
+    than ``name`` (:func:`~venus_ros.frontends.cascade.addressee.vocative`)."""
+    for sentence in reversed(split_sentences(text) if text else []):
+        called = vocative(sentence, name)
+        if called is not None:
+            return called != name.lower()
+    return False
 
 
 def _load_head(path: Path, embedder: Embedder | None) -> TextHead:
