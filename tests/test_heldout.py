@@ -23,3 +23,14 @@ def test_the_trainers_use_no_text_near_an_evaluation_phrase() -> None:
     texts, _, _ = training_texts()
     near = [t for t in texts if asr_form(t) in held]
     assert not near, near[:5]
+
+
+def test_the_interruption_trainer_uses_no_phrase_near_an_evaluation_phrase() -> None:
+    from venus_ros.training.addressee import asr_form, evaluation_phrases
+    from venus_ros.training.interruption import training_phrases
+
+    held = HeldOut(evaluation_phrases())
+    phrases = training_phrases()
+    assert len(phrases) > 1000
+    near = [p.text for p in phrases if asr_form(p.text) in held]
+    assert not near, near[:5]

@@ -22,8 +22,9 @@ Deterministic for a seed, from training material only:
    :data:`~venus_ros.training.addressee.EXTRA_NOT_ADDRESSED` except those that open like a
    cut-in, :func:`_cut_in_opening`), background talk and TV lines, and the assistant's own
    answers are negative. A phrase that is also an evaluation phrase
-   (:func:`venus_ros.training.addressee.evaluation_phrases`) is left out, and so are words
-   already taken under another kind.
+   (:func:`venus_ros.training.addressee.evaluation_phrases`) or comes near one
+   (:class:`~venus_ros.training.heldout.HeldOut`) is left out, and so are words already
+   taken under another kind.
 2. **What the recogniser makes of them**: each phrase is spoken by seeded training voices
    (espeak-ng, :data:`~venus_ros.eval.synth.FAMILIES` voices and rates), optionally under
    generated room noise, and Whisper tiny.en transcribes its first :data:`PREFIXES_S` seconds,
@@ -62,6 +63,7 @@ import numpy as np
 from venus_ros.frontends.cascade.floor import INTERRUPTION_PATH, calls_someone_else
 from venus_ros.frontends.cascade.texthead import TextHead, head_features
 from venus_ros.training.addressee import EXTRA_NOT_ADDRESSED, asr_form, evaluation_phrases
+from venus_ros.training.heldout import HeldOut
 from venus_ros.training.router import TextEmbedder, fit_logistic, grouped_folds, held_out_scores
 
 __all__ = [
@@ -237,7 +239,7 @@ def training_phrases(corpus: Mapping[str, Sequence[str]] | None = None) -> list[
         ("background", mine["background"], CORPUS_VOICES["background"]),
         ("echo", fam.assistant_texts, None),
     ]
-    held_out = evaluation_phrases()
+    held_out = HeldOut(evaluation_phrases())
     phrases: list[Phrase] = []
     seen: dict[str, str] = {}
     group = 0
