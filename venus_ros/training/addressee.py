@@ -122,9 +122,8 @@ MIN_RECALL_ASK = MIN_RECALL_IDLE
 addressee.asks`) the question rule keeps on held-out folds, as written and as recognised
 (:func:`calibrate_ask_threshold`): with no conversation going on, a question at the user's
 level that reads as said to someone else ("Have you fed the dog yet?") is dropped. As strict as
-the statement rule: at 96 % the rule dropped garbled requests to the robot ("Fetch my slippers"
-heard as "That's my slippers from the bedroom, please.", 0.20 under a 0.24 bar), and the
-issue's delegation recall (>= 0.92) must stay met."""
+the statement rule: at 96 % (a 0.24 bar) the rule dropped requests to the robot that the
+recogniser had garbled, and the issue's delegation recall (>= 0.92) must stay met."""
 MIN_RECALL_EXCLAIM = 0.96
 """Least share of the addressed statements opening with an exclamation that the exclamation
 rule keeps on held-out folds (:func:`calibrate_exclaim_threshold`)."""
