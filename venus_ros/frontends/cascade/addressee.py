@@ -697,18 +697,16 @@ class Addressee:
         self.answer_window_s = float(answer_window_s)
         self.user_db = self.prior_user_db
         self.verdicts: list[Verdict] = []
-        if statement_threshold is not None and not 0.0 < statement_threshold < 1.0:
-            raise ValueError(
-                f"addressee: statement_threshold must be in (0, 1), got {statement_threshold!r}"
-            )
+        bars = {
+            "statement_threshold": statement_threshold,
+            "ask_threshold": ask_threshold,
+            "exclaim_threshold": exclaim_threshold,
+        }
+        for key, bar in bars.items():
+            if bar is not None and not 0.0 < bar < 1.0:
+                raise ValueError(f"addressee: {key} must be in (0, 1), got {bar!r}")
         self.statement_threshold = statement_threshold
-        if ask_threshold is not None and not 0.0 < ask_threshold < 1.0:
-            raise ValueError(f"addressee: ask_threshold must be in (0, 1), got {ask_threshold!r}")
         self.ask_threshold = ask_threshold
-        if exclaim_threshold is not None and not 0.0 < exclaim_threshold < 1.0:
-            raise ValueError(
-                f"addressee: exclaim_threshold must be in (0, 1), got {exclaim_threshold!r}"
-            )
         self.exclaim_threshold = exclaim_threshold
         self._last_addressed_s: float | None = None
         self._last_turn_end_s: float | None = None
