@@ -81,6 +81,7 @@ from venus_ros.frontends.policy import (
     delegate_all,
     speakable,
 )
+from venus_ros.text.numbers import to_digits
 from venus_ros.text.repair import FILLER_WORDS, clean_disfluencies, is_filler_only
 from venus_ros.text.requests import (
     STOP_WORDS,
@@ -1270,60 +1271,48 @@ def default_tools_file() -> Path | None:
     return None
 
 
+def _enabled_tools(path: str | Path | None) -> list[dict[str, Any]] | None:
+    """The enabled tools' entries of a tool file in the harness's format (``enabled`` +
+    ``tools.<name>``); ``path`` None: :func:`default_tools_file`. None when the file is missing
+    or unreadable (logged)."""
+    import yaml
+
+    file = Path(path) if path is not None else default_tools_file()
+    if file is None:
+        return None
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        tools = data.get("tools") or {}
+        return [dict(tools.get(name) or {}) for name in data.get("enabled") or []]
+    except (OSError, yaml.YAMLError, AttributeError, TypeError, ValueError) as exc:
+        log.warning("responder: cannot read tools from %s: %s", file, exc)
+        return None
+
+
 def capabilities_from_tools(path: str | Path | None = None) -> tuple[str, ...]:
     """What the assistant can do: the first sentence of each enabled tool's description.
 
     Reads a tool file in the harness's format (``enabled`` + ``tools.<name>.description``);
     ``path`` None: :func:`default_tools_file`. A missing or unreadable file gives ``()``.
     """
-    import yaml
-
-    file = Path(path) if path is not None else default_tools_file()
-    if file is None:
-        return ()
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-        tools = data.get("tools") or {}
-        out = []
-        for name in data.get("enabled") or []:
-            description = str((tools.get(name) or {}).get("description", "")).strip()
-            description = re.sub(r"\s*\([^)]*\)", "", description)  # no asides
-            first = re.split(r"[.!?;,](?:\s|$)", description, maxsplit=1)[0].strip()
-            if first:
-                out.append(first[0].lower() + first[1:])
-        return tuple(out)
-    except (OSError, yaml.YAMLError, AttributeError, TypeError) as exc:
-        log.warning("responder: cannot read tools from %s: %s", file, exc)
-        return ()
+    out = []
+    for tool in _enabled_tools(path) or []:
+        description = str(tool.get("description", "")).strip()
+        description = re.sub(r"\s*\([^)]*\)", "", description)  # no asides
+        first = re.split(r"[.!?;,](?:\s|$)", description, maxsplit=1)[0].strip()
+        if first:
+            out.append(first[0].lower() + first[1:])
+    return tuple(out)
 
 
 def harness_is_open_ended(path: str | Path | None = None) -> bool:
     """Whether the harness answers any request: an enabled tool of the tool file (as for
     :func:`capabilities_from_tools`) is an ``llm`` planner (a cloud model that answers, or
     plans for, anything). A missing or unreadable file gives False."""
-    import yaml
-
-    file = Path(path) if path is not None else default_tools_file()
-    if file is None:
-        return False
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-        tools = data.get("tools") or {}
-        return any(
-            str((tools.get(name) or {}).get("kind", "")) == "llm"
-            for name in data.get("enabled") or []
-        )
-    except (OSError, yaml.YAMLError, AttributeError, TypeError) as exc:
-        log.warning("responder: cannot read tools from %s: %s", file, exc)
-        return False
+    return any(str(tool.get("kind", "")) == "llm" for tool in _enabled_tools(path) or [])
 
 
-_NUMBER_WORD = (
-    r"\d+(?:\.\d+)?|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
-    r"thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|"
-    r"sixty|seventy|eighty|ninety|hundred|thousand|million"
-)
-_NUMBER_RUN = rf"\b(?:{_NUMBER_WORD})(?:[- ](?:{_NUMBER_WORD}))*\b"
+_NUMBER_RUN = r"\b\d+(?:\.\d+)?\b"
 _ARITHMETIC = re.compile(
     rf"{_NUMBER_RUN}\s*(?:(?:plus|minus|times|multiplied by|divided by|over|percent of|"
     rf"to the power of|x)\s+|\s[-+*/\u00d7]\s*|[+*/\u00d7]\s*){_NUMBER_RUN}|"
@@ -1334,8 +1323,9 @@ _ARITHMETIC = re.compile(
 
 def asks_arithmetic(text: str) -> bool:
     """Whether ``text`` holds a sum: a number with an operator ("twelve times fourteen", "15
-    percent of 80", "nine squared") -- work for a calculator tool."""
-    return _ARITHMETIC.search(text) is not None
+    percent of 80", "nine squared") -- work for a calculator tool. Number words are read by
+    the text toolkit's parser (:func:`venus_ros.text.numbers.to_digits`)."""
+    return _ARITHMETIC.search(to_digits(text)) is not None
 
 
 TOOL_FIT = 0.35
