@@ -37,6 +37,7 @@ from venus_ros.frontends.cascade.addressee import (
     load_exclaim_threshold,
     load_statement_threshold,
     opening_of,
+    restarts,
     set_off_by_pause,
     set_off_opening,
     vocative,
@@ -100,6 +101,10 @@ def fixed_head(score: float) -> TextHead:
         ("Tom! Dinner is ready.", "tom"),
         ("Thanks. Could you close the door?", None),
         ("Okay. What time is it?", None),
+        # a false start the next clause restarts is not a name; a name at both ends still is
+        ("Music, the jazz music, louder please.", None),
+        ("Towels, clean towels, from the cupboard.", None),
+        ("Tom, the keys are on the table, Tom.", "tom"),
     ],
 )
 def test_vocative_finds_who_is_called(text: str, who: str | None) -> None:
@@ -120,6 +125,12 @@ def test_vocative_finds_who_is_called(text: str, who: str | None) -> None:
         ("In Paris, what's the weather like?", None),  # a phrase that sets the scene
         ("The big lamp, could you switch it off?", None),
         ("Sam.", None),
+        # what a self-repair corrects or restarts is not a misheard name
+        ("Blue cup, sorry, the red cup please.", None),
+        ("Sea bee, no wait, the gate.", None),
+        ("Sea bee, I mean the gate.", None),
+        ("Garden hose, the long garden hose, is outside.", None),
+        ("Sea bee, the gate is open.", "sea bee"),
     ],
 )
 def test_set_off_opening_finds_what_may_be_a_misheard_name(text: str, opening: str | None) -> None:
@@ -342,6 +353,34 @@ def test_set_off_openings_with_no_conversation_going_on_need_a_clear_request() -
     assert judge.judge(replace(said, start_s=2.0)).addressed  # a conversation is going on
     clear = Addressee("Venus", fixed_head(SET_OFF_BAR + 0.1), HashEmbedder())
     assert clear.judge(said).addressed
+
+
+@pytest.mark.parametrize(
+    ("text", "restarted"),
+    [
+        ("Could you? Could you dim the lamp?", True),  # the false start said again
+        ("But the... but the oven timer, please.", True),
+        ("Lamp, the desk lamp, off please.", True),  # its last word again
+        ("Tom, could you dim the lamp?", False),
+        ("Ugh, the oven is off.", False),
+        ("Could you dim the lamp?", False),
+    ],
+)
+def test_restarts_finds_a_false_start_said_again(text: str, restarted: bool) -> None:
+    assert restarts(text) is restarted
+
+
+def test_a_restarted_opening_set_off_by_a_pause_is_a_hesitation_not_a_dropped_name() -> None:
+    """The opening's words were made out and said again: the pause after them is the speaker's
+    hesitation, so the set-off rule does not drop the request when idle."""
+    judge = Addressee("Venus", fixed_head(SET_OFF_BAR - 0.1), HashEmbedder())
+    level = judge.user_db
+    text = "Could you? Could you dim the lamp?"
+    verdict = judge.judge(Utterance(text, 0.0, level, opening_s=0.4, pause_s=0.15))
+    assert (verdict.addressed, verdict.reason) == (True, "text")
+    other = Addressee("Venus", fixed_head(SET_OFF_BAR - 0.1), HashEmbedder())
+    unrestarted = Utterance("Could you dim the lamp?", 0.0, level, opening_s=0.4, pause_s=0.15)
+    assert other.judge(unrestarted).reason == "set_off"
 
 
 def test_softer_speech_needs_a_score_rising_with_how_much_softer() -> None:

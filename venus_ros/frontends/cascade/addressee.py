@@ -52,7 +52,8 @@ its final transcript, where it was, how loud it was) from general evidence, in t
      to wait) scoring below :data:`SET_OFF_BAR` -> not addressed (prosody: a vocative or a
      reaction is said as a phrase of its own; a request to the assistant rarely opens so),
      unless the opening the recogniser wrote is an acknowledgement (:func:`acknowledges`:
-     "Okay, | that is good.": the pause is the acknowledgement's).
+     "Okay, | that is good.": the pause is the acknowledgement's) or a false start the
+     speaker restarts (:func:`restarts`: "Can you? | Can you ...": the words were made out).
    In a conversation, the phrasing at the user's level never drops speech.
 
 Nothing here is keyed to a sentence of an evaluation suite; the lexicons are general English
@@ -107,6 +108,7 @@ __all__ = [
     "load_statement_threshold",
     "opening_of",
     "reads_aside",
+    "restarts",
     "set_off_by_pause",
     "set_off_opening",
     "vocative",
@@ -250,16 +252,18 @@ def vocative(text: str, assistant: str = "venus") -> str | None:
     # A vocative is set off by a comma: "Sam, ..." / "..., Sam." ("...? Africa?" is not one);
     # at the very start also by a full stop or "!", not "..." (a recogniser writes "Sophie.
     # Could you ..." for "Sophie, could you ..."; "I'm... let me think." is a hesitation).
+    # (clause, set off by a comma, the clause after it); len(clauses) >= 2 here
     candidates = [
-        (c, "," in after or (k == 0 and after.strip() in (".", "!")))
+        (c, "," in after or (k == 0 and after.strip() in (".", "!")), clauses[k + 1][0])
         for k, (c, _, after) in enumerate(clauses[:2])
+        if k + 1 < len(clauses)
     ]
-    candidates.append((clauses[-1][0], "," in clauses[-1][1]))
-    for clause, comma in candidates:
+    candidates.append((clauses[-1][0], "," in clauses[-1][1], ""))
+    for clause, comma, following in candidates:
         tokens = _TOKEN.findall(clause)
         if tokens and tokens[0].lower() in ("hey", "oi", "hi", "hello", "thanks", "cheers", "ok"):
             tokens = tokens[1:]
-        if not comma or len(tokens) != 1:
+        if not comma or len(tokens) != 1 or _restarted(tokens, following):
             continue
         if tokens[0].lower() in _SELF_TERMS:
             return assistant  # "Hi there, robot!"
@@ -315,7 +319,7 @@ def set_off_opening(text: str) -> str | None:
     clauses = [(c, after) for c, after in clauses if c]
     if len(clauses) < 2:
         return None
-    for clause, after in clauses[:2]:
+    for k, (clause, after) in enumerate(clauses[:2]):
         tokens = [t.lower().strip("'-") for t in _TOKEN.findall(clause)]
         if not tokens or "," not in after or len(tokens) > 3:
             return None
@@ -325,8 +329,27 @@ def set_off_opening(text: str) -> str | None:
             # a clause of its own ("it's cold, ...", "clear the table, ..."), or a phrase that
             # sets the scene ("In Paris, ...", "The big lamp, ...")
             return None
+        following = clauses[k + 1][0].lower() if k + 1 < len(clauses) else ""
+        if _restarted(tokens, following) or _REPAIR.match(following):
+            return None  # the words a self-repair corrects or restarts, not a misheard name
         return " ".join(tokens)
     return None
+
+
+#: The opening of a self-repair, the speaker correcting what they just said ("the bedroom, no,
+#: wait, the garage", "the book, sorry, I mean the apple"): general English disfluency markers.
+_REPAIR = re.compile(r"(?:no|nope|sorry|wait|i mean|actually|rather|or rather)\b")
+
+
+def _restarted(tokens: Sequence[str], following: str) -> bool:
+    """Whether a short opening (its ``tokens``) is restarted by the clause after it, which says
+    its last word again ("Lights, the kitchen lights, on please."): the opening is the false
+    start of a phrase, not a name said to someone ("Tom, ..., Tom." says a name at both ends,
+    not in the next clause)."""
+    last = tokens[-1].lower().strip("'-")
+    if len(last) < 3 or last in _DISCOURSE or last in _OPENERS:
+        return False
+    return last in (t.lower().strip("'-") for t in _TOKEN.findall(following))
 
 
 def _says_something(token: str) -> bool:
@@ -509,6 +532,22 @@ def acknowledges(text: str) -> bool:
         return False
     words = [w.lower().strip("'-") for w in _TOKEN.findall(first[0])]
     return bool(words) and len(words) <= 3 and all(w in _ACKS for w in words)
+
+
+def restarts(text: str) -> bool:
+    """Whether ``text`` opens with a false start that the next clause restarts: the same words
+    again ("Can you? Can you open ...", "But a... but a timer ...") or its last word again
+    ("Lamp, the desk lamp, ..."; :func:`_restarted`). The words of the opening were made out,
+    so a pause after them is the speaker's hesitation, not a name the recogniser dropped
+    (:func:`set_off_by_pause`)."""
+    parts = [p for p in re.split(r"[,.!?;:]+", text.replace("…", "...")) if p.strip()]
+    if len(parts) < 2:
+        return False
+    first = [w.lower().strip("'-") for w in _TOKEN.findall(parts[0])]
+    following = [w.lower().strip("'-") for w in _TOKEN.findall(parts[1])]
+    if not first or len(first) > 3:
+        return False
+    return following[: len(first)] == first or _restarted(first, parts[1])
 
 
 def exclaims(text: str) -> bool:
@@ -803,7 +842,7 @@ class Addressee:
             exclaim = max(head.threshold, self.exclaim_threshold or 0.0)
             if reads_aside(text, score, bar, exclaim, ask):
                 return Verdict(False, "text", score, delta)
-            if u.set_off and score < SET_OFF_BAR and not acknowledges(text):
+            if u.set_off and score < SET_OFF_BAR and not (acknowledges(text) or restarts(text)):
                 return Verdict(False, "set_off", score, delta)
         return Verdict(True, "text", score, delta)
 
