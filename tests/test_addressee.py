@@ -363,6 +363,7 @@ def test_set_off_openings_with_no_conversation_going_on_need_a_clear_request() -
         ("Lamp, the desk lamp, off please.", True),  # its last word again
         ("Tom, could you dim the lamp?", False),
         ("Ugh, the oven is off.", False),
+        ("Oh, oh, the oven is smoking!", False),  # a reaction said twice
         ("Could you dim the lamp?", False),
     ],
 )

@@ -540,13 +540,13 @@ def restarts(text: str) -> bool:
     ("Lamp, the desk lamp, ..."; :func:`_restarted`). The words of the opening were made out,
     so a pause after them is the speaker's hesitation, not a name the recogniser dropped
     (:func:`set_off_by_pause`)."""
-    parts = [p for p in re.split(r"[,.!?;:]+", text.replace("…", "...")) if p.strip()]
+    parts = [p for p in re.split(r"[,.!?;:…]+", text) if p.strip()]
     if len(parts) < 2:
         return False
     first = [w.lower().strip("'-") for w in _TOKEN.findall(parts[0])]
     following = [w.lower().strip("'-") for w in _TOKEN.findall(parts[1])]
-    if not first or len(first) > 3:
-        return False
+    if not first or len(first) > 3 or all(w in _EXCLAIMS for w in first):
+        return False  # "Oh, oh, the kettle!": a reaction said twice, not a false start
     return following[: len(first)] == first or _restarted(first, parts[1])
 
 
