@@ -20,7 +20,12 @@ from venus_ros.text.numbers import (
     to_digits,
 )
 from venus_ros.text.places import zone_in
-from venus_ros.text.repair import clean_disfluencies, is_filler_only, segments
+from venus_ros.text.repair import (
+    clean_disfluencies,
+    is_filler_only,
+    opens_with_correction,
+    segments,
+)
 from venus_ros.text.speech import shorten, to_speech
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,3 +176,19 @@ def test_correction_and_hesitation_phrases(text: str, segs: list[str]) -> None:
 )
 def test_hesitation_phrases_go_from_the_query(text: str, cleaned: str) -> None:
     assert clean_disfluencies(text) == cleaned
+
+
+@pytest.mark.parametrize(
+    ("clause", "correcting"),
+    [
+        ("no, wait, the garage", True),
+        ("Sorry, I mean the apple", True),
+        ("actually the blue one", True),
+        ("nothing else", False),  # a word that only starts with a marker
+        ("the garage, no", False),  # the marker is not at the start
+    ],
+)
+def test_opens_with_correction_reads_the_markers_segments_cuts_at(
+    clause: str, correcting: bool
+) -> None:
+    assert opens_with_correction(clause) is correcting

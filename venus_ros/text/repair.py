@@ -11,6 +11,7 @@ Two strengths of cleaning, for two readers:
   value wins. :func:`split_requests` cuts chained requests ("..., and then ...").
 
 :func:`is_filler_only` says whether an utterance is nothing but fillers ("uh... hmm").
+:func:`opens_with_correction` says whether a clause starts such a self-correction.
 :func:`is_cancel_request` says whether a request only takes work back ("stop", "never mind").
 :data:`REMINDER_WORDS` finds the words of timers and reminders ("remind me", "alarm").
 """
@@ -43,11 +44,12 @@ _DISCOURSE = re.compile(
 )
 #: Fillers and discourse words inside spoken arithmetic ("50 minus, so, 12").
 ARITHMETIC_NOISE = re.compile(rf"(?i)\b(?:so|well|like|okay|{FILLER_WORDS})\b|[,;]")
-_CORRECTION = re.compile(
-    r"(?:,|\s-+|\s—|\.)?\s*\b(?:no,?\s*wait|no|sorry|i mean|actually|make (?:it|that)|rather|"
-    r"or rather|wait|scratch that|strike that|correction|let me rephrase)\b[,.]?\s*",
-    re.IGNORECASE,
+_MARKERS = (
+    r"no,?\s*wait|no|sorry|i mean|actually|make (?:it|that)|rather|or rather|wait|scratch that|"
+    r"strike that|correction|let me rephrase"
 )
+_CORRECTION = re.compile(rf"(?:,|\s-+|\s—|\.)?\s*\b(?:{_MARKERS})\b[,.]?\s*", re.IGNORECASE)
+_OPENS_CORRECTION = re.compile(rf"\s*(?:{_MARKERS})\b", re.IGNORECASE)
 _SPLIT = re.compile(
     r"\s*(?:,?\s*\band then\b|,?\s*\bafter that\b|,?\s*\band also\b|;\s*then\b"
     r"|,\s*then\b)\s*",
@@ -128,6 +130,12 @@ def clean(text: str) -> str:
             out.append(words[i])
             i += 1
     return " ".join(out).strip(" ,")
+
+
+def opens_with_correction(text: str) -> bool:
+    """Whether ``text`` begins with a self-correction marker ("no, wait, the garage", "sorry, I
+    mean the apple"): the words before it are what the speaker corrects."""
+    return _OPENS_CORRECTION.match(text) is not None
 
 
 def segments(text: str) -> list[str]:

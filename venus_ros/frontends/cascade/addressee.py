@@ -74,6 +74,7 @@ import numpy as np
 import numpy.typing as npt
 
 from venus_ros.frontends.cascade.texthead import TextHead
+from venus_ros.text.repair import opens_with_correction
 from venus_ros.text.requests import SUBJECT_WORDS
 
 if TYPE_CHECKING:
@@ -252,11 +253,11 @@ def vocative(text: str, assistant: str = "venus") -> str | None:
     # A vocative is set off by a comma: "Sam, ..." / "..., Sam." ("...? Africa?" is not one);
     # at the very start also by a full stop or "!", not "..." (a recogniser writes "Sophie.
     # Could you ..." for "Sophie, could you ..."; "I'm... let me think." is a hesitation).
-    # (clause, set off by a comma, the clause after it); len(clauses) >= 2 here
+    # (clause, set off by a comma, the clause after it)
+    following = [c for c, _, _ in clauses[1:]] + [""]
     candidates = [
-        (c, "," in after or (k == 0 and after.strip() in (".", "!")), clauses[k + 1][0])
+        (c, "," in after or (k == 0 and after.strip() in (".", "!")), following[k])
         for k, (c, _, after) in enumerate(clauses[:2])
-        if k + 1 < len(clauses)
     ]
     candidates.append((clauses[-1][0], "," in clauses[-1][1], ""))
     for clause, comma, following in candidates:
@@ -330,15 +331,10 @@ def set_off_opening(text: str) -> str | None:
             # sets the scene ("In Paris, ...", "The big lamp, ...")
             return None
         following = clauses[k + 1][0].lower() if k + 1 < len(clauses) else ""
-        if _restarted(tokens, following) or _REPAIR.match(following):
+        if _restarted(tokens, following) or opens_with_correction(following):
             return None  # the words a self-repair corrects or restarts, not a misheard name
         return " ".join(tokens)
     return None
-
-
-#: The opening of a self-repair, the speaker correcting what they just said ("the bedroom, no,
-#: wait, the garage", "the book, sorry, I mean the apple"): general English disfluency markers.
-_REPAIR = re.compile(r"(?:no|nope|sorry|wait|i mean|actually|rather|or rather)\b")
 
 
 def _restarted(tokens: Sequence[str], following: str) -> bool:
