@@ -133,6 +133,34 @@ def test_a_yield_is_told_to_the_parts(request_audio: np.ndarray) -> None:
     assert turns[:2] == ["started", "yielded"]
 
 
+class YieldClock(Recorder):
+    """Records how many observations it had seen at each yield it was told of."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.yields: list[int] = []
+
+    def on_turn_yielded(self, frontend: PolicyFrontend) -> None:
+        super().on_turn_yielded(frontend)
+        self.yields.append(len(self.observations))
+
+
+def test_a_yield_between_boundaries_is_told_to_the_parts_at_once(
+    request_audio: np.ndarray,
+) -> None:
+    """A stop at a sub-step is told to the parts there, once: a final transcript that arrives
+    later in the same unit is then judged as the speech the assistant stopped for."""
+    part = YieldClock()
+    frontend = PolicyFrontend(VadBargeIn(), asr=False, substeps=4, session_parts=[part])
+    frontend.schedule_turns([(1.0, STORY)])
+    run_offline(place(10.0, 3.3, request_audio), RATE, frontend, clock=FakeClock())
+    assert any(s.yielded for s in frontend.steps)
+    (at,) = part.yields  # told once, not again at the boundary
+    stop = part.observations[at]  # the parts see the stopping observation after the yield
+    assert stop.assistant_speaking and not stop.is_boundary
+    assert not part.observations[at + 1].assistant_speaking
+
+
 def test_session_parts_must_be_session_parts() -> None:
     with pytest.raises(TypeError, match="session_parts"):
         PolicyFrontend(VadBargeIn(), asr=False, session_parts=[object()])  # type: ignore[list-item]

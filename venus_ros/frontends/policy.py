@@ -537,7 +537,8 @@ class SessionPart:
         """``turn`` played out to its end (not a yield); its last audio was just emitted."""
 
     def on_turn_yielded(self, frontend: PolicyFrontend) -> None:
-        """The assistant gives up its turn at this boundary (a yield; before it is ended)."""
+        """The assistant gives up its turn (a yield, at a boundary or at the sub-step where the
+        policy stopped it; told once, before the turn is ended)."""
 
     def on_unit_taken_in(self, frontend: PolicyFrontend, unit: InputUnit) -> None:
         """``prefill`` took in ``unit`` (its sub-steps decided, any request prepared)."""
@@ -887,6 +888,10 @@ class PolicyFrontend(Frontend):
         )
         if stop:  # the speaker stops now; the boundary yields
             self._stop_pending = True
+            # The session parts learn of the yield now, before a final transcript of the same
+            # unit is judged or answered (the speech stopped for is the assistant's to answer).
+            for part in self.session_parts:
+                part.on_turn_yielded(self)
             self._abandon_turn(hearing.start + b)
         starts = action is FloorAction.START_SPEAKING and not obs.is_boundary
         hearing.start_at = hearing.start + b if starts and self.state.turn is None else None
@@ -971,7 +976,7 @@ class PolicyFrontend(Frontend):
         if self._stop_pending:  # stopped mid-unit: the turn ends here with its yield
             self._stop_pending = False
             action = FloorAction.YIELD  # what was acted on (the boundary's answer came later)
-            out = self._yield(boundary)
+            out = UnitOutput(Decision.LISTEN, end_of_turn=True)  # parts were told at the stop
         elif (due := self._due_scheduled(boundary / SAMPLE_RATE)) is not None:
             self._begin(due, forced=True, answers_user=True)
             began = "scheduled"
