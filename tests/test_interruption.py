@@ -21,6 +21,7 @@ from venus_ros.frontends.cascade.texthead import TextHead
 from venus_ros.frontends.policy import FloorAction
 from venus_ros.training.addressee import EXTRA_NOT_ADDRESSED, asr_form, evaluation_phrases
 from venus_ros.training.interruption import (
+    FINAL_S,
     KINDS,
     MAX_FIRE,
     Row,
@@ -106,15 +107,41 @@ def test_threshold_is_the_smallest_that_keeps_every_negative_kind_within_its_lim
     ]
     scores = np.array([0.6, 0.95, 0.8, 0.7, 0.85, 0.5, 0.9])
     limits = {"backchannel": 0.0, "other_directed": 0.0}
-    threshold, rates = choose_threshold(scores, rows, limits)
+    threshold, final, rates = choose_threshold(scores, rows, limits)
     # backchannel sample 2 reaches 0.85 and the remark 0.9: above both, 0.95 is the only choice
-    assert threshold == pytest.approx(0.95)
+    assert threshold == pytest.approx(0.95) and final == np.inf  # no finals: none is needed
     assert rates["interruption"] == pytest.approx(0.5)
     assert rates["backchannel"] == 0.0
     looser = {"backchannel": 0.5, "other_directed": 1.0}
-    threshold, rates = choose_threshold(scores, rows, looser)
+    threshold, final, rates = choose_threshold(scores, rows, looser)
     assert threshold == pytest.approx(0.6)  # one backchannel sample of two may fire
     assert rates["interruption"] == 1.0 and rates["backchannel"] == 0.5
+
+
+def test_final_transcripts_get_their_own_threshold_where_that_catches_more() -> None:
+    """A short command whose partials stay unsure but whose whole utterance reads clearly is
+    caught on its final, at a threshold the negatives' finals stay under."""
+    rows = [
+        *_rows("interruption", 0, ["stop"]),
+        Row("quiet please", "interruption", 1, 1, 0.3),
+        Row("quiet please.", "interruption", 1, 1, FINAL_S),
+        *_rows("backchannel", 2, ["uh"]),
+        Row("uh-huh", "backchannel", 2, 2, FINAL_S),
+        Row("Sam, stop it.", "other_directed", 3, 3, 0.3),
+        Row("Sam, stop it now.", "other_directed", 3, 3, FINAL_S),  # a name: never fires
+    ]
+    scores = np.array([0.95, 0.7, 0.8, 0.75, 0.6, 0.5, 0.99])
+    limits = {"backchannel": 0.0, "other_directed": 0.0}
+    threshold, final, rates = choose_threshold(scores, rows, limits)
+    # partials: 0.75 (the backchannel) must not fire, so 0.95; finals: above 0.6, up to 0.8
+    assert threshold == pytest.approx(0.95)
+    assert final == pytest.approx(0.8)  # the largest final threshold that still catches it
+    assert rates == {"interruption": 1.0, "backchannel": 0.0, "other_directed": 0.0}
+    # a negative whose final reads like the command leaves finals to the partial threshold
+    scores[4] = 0.85
+    threshold, final, rates = choose_threshold(scores, rows, limits)
+    assert (threshold, final) == (pytest.approx(0.95), np.inf)
+    assert rates["interruption"] == 0.5
 
 
 def test_partials_are_what_whisper_hears_of_the_first_second() -> None:
@@ -122,7 +149,10 @@ def test_partials_are_what_whisper_hears_of_the_first_second() -> None:
     assert len(phrases) == 2
     rows = recognised_rows(phrases, seed=3)
     assert rows and {r.kind for r in rows} == {"interruption", "backchannel"}
-    assert all(r.prefix_s <= 1.1 for r in rows)
+    assert all(r.prefix_s <= 1.1 or r.prefix_s == FINAL_S for r in rows)
+    # each spoken sample ends with its final transcript, of the whole utterance
+    for sample in {r.sample for r in rows}:
+        assert [r.prefix_s for r in rows if r.sample == sample][-1] == FINAL_S
     stops = [r.text.lower() for r in rows if r.kind == "interruption"]
     assert any("stop" in t for t in stops), stops
     # the same seed gives the same partials
@@ -137,6 +167,7 @@ def test_training_writes_a_head_that_separates_its_kinds(tmp_path: Path) -> None
     report = train_interruption(tmp_path, seed=1, phrases=phrases, cache=tmp_path / "p.json")
     head = TextHead.load(tmp_path / INTERRUPTION_PATH.name)
     assert 0.5 <= head.threshold <= 1.0
+    assert head.final_threshold == report["final_threshold"]
     assert report["fire_rates"]["backchannel"] <= MAX_FIRE["backchannel"]
     assert (tmp_path / "interruption_report.md").read_text().startswith("# Interruption head")
 
@@ -147,7 +178,10 @@ def test_training_writes_a_head_that_separates_its_kinds(tmp_path: Path) -> None
 def test_committed_head_is_consistent_with_the_floor_policy() -> None:
     head = TextHead.load(INTERRUPTION_PATH)
     assert 0.5 <= head.threshold < 1.0
-    assert INTERRUPTION_PATH.with_name("interruption_report.md").is_file()
+    # the trainer chose a threshold for final transcripts too (inf: they never stop it)
+    assert head.final_threshold is not None and head.final_threshold >= 0.5
+    report = INTERRUPTION_PATH.with_name("interruption_report.md").read_text()
+    assert f"thresholds {head.threshold:.4f} on partials" in report
     policy = TrainedFloorPolicy()
     assert policy.interruption is not None and policy.substeps == SUBSTEPS
     assert head.embedder == policy.features.embedder.name
@@ -156,14 +190,19 @@ def test_committed_head_is_consistent_with_the_floor_policy() -> None:
 # ----------------------------------------------------------------------------- the policy
 
 
-def fixed_head(score: float, threshold: float = 0.8) -> TextHead:
+def fixed_head(
+    score: float, threshold: float = 0.8, final_threshold: float | None = None
+) -> TextHead:
     """A head that gives every text ``score``."""
-    return TextHead(np.zeros(384), float(np.log(score / (1 - score))), threshold, "")
+    logit = float(np.log(score / (1 - score)))
+    return TextHead(np.zeros(384), logit, threshold, "", final_threshold=final_threshold)
 
 
-def policy_with(tmp_path: Path, score: float) -> TrainedFloorPolicy:
-    path = tmp_path / f"head-{score}.npz"
-    fixed_head(score).save(path)
+def policy_with(
+    tmp_path: Path, score: float, final_threshold: float | None = None
+) -> TrainedFloorPolicy:
+    path = tmp_path / f"head-{score}-{final_threshold}.npz"
+    fixed_head(score, final_threshold=final_threshold).save(path)
     policy = TrainedFloorPolicy(MODEL_PATH, embedder=CountingEmbedder(), interruption=path)
     policy.reset()
     return policy
@@ -224,6 +263,38 @@ def test_a_final_transcript_over_the_turn_is_read_when_there_is_no_partial(
     )
     assert earlier.decide(ended) is FloorAction.KEEP_SPEAKING
     assert earlier.decide(replace(ended, user_text="Stop. Wait.")) is FloorAction.YIELD
+
+
+def test_a_final_transcript_is_read_against_the_heads_final_threshold(tmp_path: Path) -> None:
+    """The head may be surer of a whole utterance than of a partial: its final threshold
+    applies where the final is read, the partial threshold to partials."""
+    partial = overlapping(substep=1, substeps=SUBSTEPS, transcript="quiet", turn_overlap_s=0.4)
+    ended = replace(
+        partial,
+        substep=3,
+        transcript="",
+        user_speech_s=0.0,
+        user_speech_db=-120.0,
+        user_speaking=False,
+        user_text="Quiet, please.",
+    )
+    lower = policy_with(tmp_path, 0.75, final_threshold=0.7)
+    assert lower.decide(partial) is FloorAction.KEEP_SPEAKING  # 0.75 < 0.8 on a partial
+    assert lower.decide(ended) is FloorAction.YIELD  # 0.75 >= 0.7 on the final
+    never = policy_with(tmp_path, 0.95, final_threshold=float("inf"))
+    assert never.decide(ended) is FloorAction.KEEP_SPEAKING  # finals never stop it
+    assert never.decide(replace(partial, transcript="stop")) is FloorAction.YIELD
+    # written and read back with the head; an older head without one reads finals as partials
+    head = fixed_head(0.9, final_threshold=0.7)
+    head.save(tmp_path / "h.npz")
+    loaded = TextHead.load(tmp_path / "h.npz")
+    assert loaded.final_threshold == pytest.approx(0.7)
+    assert loaded.threshold_for(final=True) == pytest.approx(0.7)
+    assert loaded.threshold_for(final=False) == pytest.approx(0.8)
+    fixed_head(0.9).save(tmp_path / "old.npz")
+    assert TextHead.load(tmp_path / "old.npz").threshold_for(final=True) == pytest.approx(0.8)
+    with pytest.raises(ValueError, match="final_threshold"):
+        fixed_head(0.9, final_threshold=0.0)
 
 
 class NamedEmbedder(CountingEmbedder):

@@ -85,6 +85,10 @@ __all__ = [
 
 #: Seconds of speech the recognised partials cover (the frontend's overlap partials).
 PREFIXES_S: tuple[float, ...] = (0.3, 0.5, 0.7, 0.9, 1.1)
+#: ``Row.prefix_s`` of a sample's final transcript, later than any partial: what the recogniser
+#: makes of the whole utterance once it has ended (the floor policy reads the finals where
+#: there is no partial).
+FINAL_S = 10.0
 #: Kinds of speech over the assistant; only ``interruption`` is positive.
 KINDS: tuple[str, ...] = ("interruption", "backchannel", "other_directed", "background", "echo")
 #: Largest share of spoken samples of each negative kind the head may fire on (held out). The
@@ -115,6 +119,8 @@ LEXICAL_DIMS = 2048
 LEXICAL_SCALE = 0.5
 LEAD_S = 0.1
 """Silence before the speech, as the VAD's pre-roll keeps it."""
+TAIL_S = 0.3
+"""Silence after the speech in the final transcript's audio, as the VAD's hangover keeps it."""
 NOISE_SHARE = 0.5
 """Share of samples mixed with generated room noise."""
 NOISE_SNR_DB: tuple[float, float] = (10.0, 25.0)
@@ -197,7 +203,8 @@ class Phrase:
 
 @dataclass(frozen=True)
 class Row:
-    """One recognised partial: the transcript of the first ``prefix_s`` of a spoken sample."""
+    """One recognised partial: the transcript of the first ``prefix_s`` of a spoken sample
+    (:data:`FINAL_S`: of all of it, its final transcript)."""
 
     text: str
     kind: str
@@ -341,14 +348,15 @@ def recognised_rows(
         count = phrase.voices or (
             1 if sizes[phrase.group] > 1 else VOICES_PER_PHRASE.get(phrase.kind, DEFAULT_VOICES)
         )
-        key = f"{seed}|{phrase.kind}|{count}|{PREFIXES_S}|{phrase.text}"
+        key = f"{seed}|{phrase.kind}|{count}|{PREFIXES_S}|final|{phrase.text}"
         samples = cache.get(key)
         if samples is None:
             rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
             samples = cache[key] = speaker.partials(phrase.text, count, rng)
         for partials in samples:
             rows += [
-                Row(text, phrase.kind, phrase.group, sample, prefix) for prefix, text in partials
+                Row(text, phrase.kind, phrase.group, sample, FINAL_S if prefix is None else prefix)
+                for prefix, text in partials
             ]
             sample += 1
         if progress and i % 50 == 49:
@@ -364,7 +372,9 @@ class _Speaker:
         self._engines: dict[str, Any] = {}
 
     def partials(self, text: str, count: int, rng: np.random.Generator) -> list[list[list[Any]]]:
-        """``count`` spoken samples of ``text``: each a list of distinct ``[prefix_s, text]``."""
+        """``count`` spoken samples of ``text``: each a list of distinct ``[prefix_s, text]``
+        partials and, last, ``[None, text]``: the transcript of the whole utterance (with
+        :data:`TAIL_S` of silence after it, as the VAD's hangover keeps)."""
         import soxr
 
         from venus_ros.audio.tts import EspeakTts
@@ -376,7 +386,7 @@ class _Speaker:
             self._asr = WhisperAsr(word_timestamps=False)
         voices = FAMILIES["train"].espeak_voices
         lead = np.zeros(round(LEAD_S * SAMPLE_RATE), np.float32)
-        longest = round((max(PREFIXES_S) + LEAD_S) * SAMPLE_RATE)
+        tail = round(TAIL_S * SAMPLE_RATE)
         out: list[list[list[Any]]] = []
         for voice in rng.choice(voices, size=min(count, len(voices)), replace=False):
             engine = self._engines.get(voice)
@@ -388,7 +398,7 @@ class _Speaker:
             audio = np.asarray(audio, np.float32)
             if rate != SAMPLE_RATE:
                 audio = soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32)
-            audio = np.concatenate([lead, trim(audio)])[:longest]
+            audio = np.concatenate([lead, trim(audio), np.zeros(tail, np.float32)])
             if rng.random() < NOISE_SHARE:
                 snr = rng.uniform(*NOISE_SNR_DB)
                 speech_rms = float(np.sqrt(np.mean(audio**2))) or 1e-4
@@ -396,14 +406,16 @@ class _Speaker:
                 audio = (audio + noise).astype(np.float32)
             partials: list[list[Any]] = []
             seen: str | None = None
+            speech = audio.size - tail
             for prefix in PREFIXES_S:
                 end = round((prefix + LEAD_S) * SAMPLE_RATE)
-                if end > audio.size + SAMPLE_RATE // 10:
+                if end > speech + SAMPLE_RATE // 10:
                     break
                 heard = " ".join(self._asr.transcribe(audio[:end]).text.split())
                 if heard != seen:
                     partials.append([prefix, heard])
                     seen = heard
+            partials.append([None, " ".join(self._asr.transcribe(audio).text.split())])
             out.append(partials)
         return out
 
@@ -418,16 +430,22 @@ def _word_prefix_rows(phrases: Sequence[Phrase]) -> list[Row]:
     return rows
 
 
-def _sample_fires(scores: np.ndarray, rows: Sequence[Row], threshold: float) -> dict[int, float]:
-    """First prefix (seconds) at which each spoken sample fires; inf where it never does.
+def _sample_fires(
+    scores: np.ndarray, rows: Sequence[Row], threshold: float, final_threshold: float | None = None
+) -> dict[int, float]:
+    """First prefix (seconds) at which each spoken sample fires (:data:`FINAL_S` for its
+    final transcript, read at ``final_threshold``, default ``threshold``); inf where it never
+    does.
 
-    A partial that calls someone else by name never fires: the policy never yields to it
+    A transcript that calls someone else by name never fires: the policy never yields to it
     (:func:`~venus_ros.frontends.cascade.floor.calls_someone_else`)."""
+    final_threshold = threshold if final_threshold is None else final_threshold
     first: dict[int, float] = {}
     for s, row in zip(scores, rows, strict=True):
         if row.sample < 0 or not row.text:
             continue
-        fires = s >= threshold and not _elsewhere(row.text)
+        limit = final_threshold if row.prefix_s == FINAL_S else threshold
+        fires = s >= limit and not _elsewhere(row.text)
         hit = row.prefix_s if fires else float("inf")
         first[row.sample] = min(first.get(row.sample, float("inf")), hit)
     return first
@@ -438,24 +456,79 @@ def _elsewhere(text: str) -> bool:
     return calls_someone_else(text)
 
 
+#: How much a stop on the final transcript (after the user's speech ended) counts against one
+#: on a partial (while they still speak) when the two thresholds are chosen.
+FINAL_CREDIT = 0.5
+
+
 def choose_threshold(
     scores: np.ndarray, rows: Sequence[Row], max_fire: Mapping[str, float] = MAX_FIRE
-) -> tuple[float, dict[str, float]]:
-    """The smallest threshold whose held-out firing rate per negative kind is within
-    ``max_fire``; with the firing rate of every kind at it."""
+) -> tuple[float, float, dict[str, float]]:
+    """The thresholds for partial and for final transcripts whose held-out firing rate per
+    negative kind is within ``max_fire`` and that catch the most interruption samples, a
+    catch on the final counting :data:`FINAL_CREDIT` of one on a partial (ties: the smallest
+    partial threshold, then the largest final one); with the firing rate of every kind.
+    A final threshold of ``inf`` means finals never fire on their own."""
+    samples = sorted({r.sample for r in rows if r.sample >= 0})
+    index = {s: i for i, s in enumerate(samples)}
+    partial = np.full(len(samples), -np.inf)
+    final = np.full(len(samples), -np.inf)
+    partial_scores: list[float] = []
     kind_of = {r.sample: r.kind for r in rows if r.sample >= 0}
-    candidates = np.unique(np.round(scores, 4))
-    for threshold in np.concatenate([candidates[candidates >= 0.5], [1.0]]):
-        rates = _fire_rates(scores, rows, float(threshold), kind_of)
-        if all(rates.get(k, 0.0) <= limit for k, limit in max_fire.items()):
-            return float(threshold), rates
-    return 1.0, _fire_rates(scores, rows, 1.0, kind_of)
+    for score, row in zip(scores, rows, strict=True):
+        if row.sample < 0 or not row.text or _elsewhere(row.text):
+            continue
+        target = final if row.prefix_s == FINAL_S else partial
+        if target is partial:
+            partial_scores.append(float(score))
+        k = index[row.sample]
+        target[k] = max(target[k], float(score))
+    kinds = [k for k in KINDS if any(v == k for v in kind_of.values())]
+    onehot = np.array([[kind_of[s] == k for k in kinds] for s in samples], dtype=np.float64)
+    counts = onehot.sum(axis=0)
+    limits = np.array([max_fire.get(k, 1.0) for k in kinds]) + 1e-12
+    if "interruption" not in kinds:
+        return 1.0, np.inf, _fire_rates(scores, rows, 1.0, np.inf, kind_of)
+    positive = kinds.index("interruption")
+
+    def grid(values: np.ndarray) -> np.ndarray:
+        finite = np.unique(np.round(values[np.isfinite(values)], 4))
+        return np.concatenate([finite[finite >= 0.5], [np.inf]])
+
+    finals = grid(final)[::-1]  # largest first: ties keep the larger final threshold
+    final_fires = final[None, :] >= finals[:, None]
+    best: tuple[float, float, float] | None = None
+    for threshold in grid(np.asarray(partial_scores)):
+        partial_fires = partial >= threshold
+        fired = (partial_fires[None, :] | final_fires).astype(np.float64)
+        rates = fired @ onehot / counts
+        ok = np.all(np.delete(rates, positive, axis=1) <= np.delete(limits, positive), axis=1)
+        if not ok.any():
+            continue
+        caught_partial = float(partial_fires @ onehot[:, positive] / counts[positive])
+        value = caught_partial + FINAL_CREDIT * (rates[:, positive] - caught_partial)
+        value = np.where(ok, value, -1.0)
+        k = int(np.argmax(value))
+        if best is None or value[k] > best[0] + 1e-12:
+            best = (float(value[k]), float(threshold), float(finals[k]))
+    if best is None:
+        return 1.0, np.inf, _fire_rates(scores, rows, 1.0, np.inf, kind_of)
+    _, threshold, final_threshold = best
+    return (
+        threshold,
+        final_threshold,
+        _fire_rates(scores, rows, threshold, final_threshold, kind_of),
+    )
 
 
 def _fire_rates(
-    scores: np.ndarray, rows: Sequence[Row], threshold: float, kind_of: Mapping[int, str]
+    scores: np.ndarray,
+    rows: Sequence[Row],
+    threshold: float,
+    final_threshold: float,
+    kind_of: Mapping[int, str],
 ) -> dict[str, float]:
-    first = _sample_fires(scores, rows, threshold)
+    first = _sample_fires(scores, rows, threshold, final_threshold)
     rates: dict[str, float] = {}
     for kind in KINDS:
         samples = [s for s, k in kind_of.items() if k == kind]
@@ -518,19 +591,29 @@ def train_interruption(
     y = np.array([r.kind == "interruption" for r in fit_rows])
     groups = np.array([r.group for r in fit_rows])
     held_out = held_out_scores(x, y, grouped_folds(y, groups, seed, FOLDS), L2)
-    threshold, rates = choose_threshold(held_out, fit_rows)
-    first = _sample_fires(held_out, fit_rows, threshold)
+    threshold, final_threshold, rates = choose_threshold(held_out, fit_rows)
+    first = _sample_fires(held_out, fit_rows, threshold, final_threshold)
     caught = [
         first.get(s, float("inf")) for s in {r.sample for r in rows if r.kind == "interruption"}
     ]
     coef, intercept = fit_logistic(x, y, L2)
-    head = TextHead(coef, intercept, threshold, embedder.name, LEXICAL_DIMS, LEXICAL_SCALE)
+    head = TextHead(
+        coef,
+        intercept,
+        threshold,
+        embedder.name,
+        LEXICAL_DIMS,
+        LEXICAL_SCALE,
+        final_threshold=final_threshold,
+    )
     head.save(out_dir / INTERRUPTION_PATH.name)
     errors = sorted(
         (
             (float(held_out[i]), r.text, r.kind)
             for i, r in enumerate(fit_rows)
-            if r.sample >= 0 and (held_out[i] >= threshold) != (r.kind == "interruption")
+            if r.sample >= 0
+            and (held_out[i] >= (final_threshold if r.prefix_s == FINAL_S else threshold))
+            != (r.kind == "interruption")
         ),
         key=lambda e: -e[0],
     )
@@ -543,9 +626,11 @@ def train_interruption(
         "partials": len(spoken),
         "fit_rows": len(fit_rows),
         "threshold": threshold,
+        "final_threshold": final_threshold,
         "fire_rates": rates,
         "caught_by_s": {
-            f"{p:.1f}": sum(c <= p for c in finite) / max(len(caught), 1) for p in PREFIXES_S
+            f"{p:.1f}": sum(c <= p for c in finite) / max(len(caught), 1)
+            for p in (*PREFIXES_S, FINAL_S)
         },
         "errors": errors,
         "recognise_s": round(recognise_s, 1),
@@ -568,16 +653,20 @@ def _markdown(r: Mapping[str, Any]) -> str:
         f"- {r['phrases']} phrases, {r['samples']} spoken samples, {r['partials']} distinct"
         f" partial transcripts ({', '.join(f'{p:.1f}' for p in PREFIXES_S)} s), "
         f"{r['fit_rows']} rows with the written word prefixes",
-        f"- threshold {r['threshold']:.4f} (smallest with held-out firing within "
-        + ", ".join(f"{k} {100 * v:.0f}%" for k, v in MAX_FIRE.items())
-        + ")",
+        f"- thresholds {r['threshold']:.4f} on partials, {r['final_threshold']:.4f} on final"
+        " transcripts (inf: finals never stop the assistant), chosen for the most held-out"
+        f" interruptions caught (a catch on the final counting {FINAL_CREDIT:g}) with held-out"
+        " firing within " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in MAX_FIRE.items()),
         "",
         "| kind | held-out samples fired on |",
         "|---|---|",
     ]
     lines += [f"| {k} | {100 * v:.1f}% |" for k, v in r["fire_rates"].items()]
     lines += ["", "Interruption samples caught by the partial of (seconds of speech):", ""]
-    lines += [f"- {p} s: {100 * v:.1f}%" for p, v in r["caught_by_s"].items()]
+    lines += [
+        f"- {'final' if float(p) == FINAL_S else p + ' s'}: {100 * v:.1f}%"
+        for p, v in r["caught_by_s"].items()
+    ]
     lines += ["", f"Held-out errors ({len(r['errors'])}; score, kind, partial), first 40:", ""]
     lines += [f"- {s:.3f} {k} {t!r}" for s, t, k in r["errors"][:40]]
     return "\n".join(lines) + "\n"
@@ -592,7 +681,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = train_interruption(args.out, seed=args.seed, fresh=args.fresh, progress=True)
     rates = ", ".join(f"{k} {100 * v:.1f}%" for k, v in report["fire_rates"].items())
-    print(f"interruption head: threshold {report['threshold']:.4f}; held-out fired on: {rates}")
+    print(
+        f"interruption head: thresholds {report['threshold']:.4f} (partials),"
+        f" {report['final_threshold']:.4f} (finals); held-out fired on: {rates}"
+    )
     return 0
 
 

@@ -477,7 +477,9 @@ class TrainedFloorPolicy(FloorPolicy):
     sub-step: the assistant stops within about half a second of a clear "wait" or "stop". Where
     there is no partial (a short "Stop." can end before one, and partials thin out after the
     first second), the final transcripts since the assistant took the floor are read instead,
-    at the level of the latest unit with speech. The boundary after such a stop sees it as a
+    at the level of the latest unit with speech, against the head's threshold for a complete
+    utterance (``final_threshold``, chosen with the partials' by the trainer on what the
+    recogniser makes of whole training utterances). The boundary after such a stop sees it as a
     yield (the answer follows the user's end). Below the threshold the boundary model decides
     as before.
 
@@ -611,7 +613,8 @@ class TrainedFloorPolicy(FloorPolicy):
         finals = obs.user_text
         if self._before_turn and finals.startswith(self._before_turn):
             finals = finals[len(self._before_turn) :]  # said before the turn (a backend reply's)
-        text = obs.transcript.strip() or finals.strip()
+        partial = obs.transcript.strip()
+        text = partial or finals.strip()
         if not text or obs.turn_overlap_s < MIN_INTERRUPT_OVERLAP_S:
             return False
         below = self.user_db - (obs.user_speech_db if obs.user_speech_s > 0 else self._heard_db)
@@ -622,7 +625,7 @@ class TrainedFloorPolicy(FloorPolicy):
             embedding = self.features.embed(text)[None, :]
             self._scored = (text, float(self.interruption.scores(embedding, [text])[0]))
         self.last_interruption = self._scored[1]
-        return self._scored[1] >= self.interruption.threshold
+        return self._scored[1] >= self.interruption.threshold_for(final=not partial)
 
     def probabilities(self, obs: FloorObservation) -> tuple[float, float]:
         """``(p_yield, p_start)`` for an observation, given the current state."""

@@ -44,6 +44,8 @@ class TextHead:
         embedder: The embedder's name the head was trained with.
         lexical_dims: Width of the hashed word features (0: none).
         lexical_scale: Their scale (:func:`~venus_ros.frontends.cascade.router.lexical_features`).
+        final_threshold: The threshold for a complete utterance's transcript where it differs
+            from a partial's (the interruption head; ``inf``: never; None: ``threshold``).
     """
 
     def __init__(
@@ -54,6 +56,8 @@ class TextHead:
         embedder: str = "",
         lexical_dims: int = 0,
         lexical_scale: float = 0.5,
+        *,
+        final_threshold: float | None = None,
     ) -> None:
         self.coef = np.asarray(coef, dtype=np.float64).reshape(-1)
         self.intercept = float(intercept)
@@ -63,10 +67,21 @@ class TextHead:
         self.lexical_scale = float(lexical_scale)
         if not 0.0 < self.threshold < 1.0:
             raise ValueError(f"text head: threshold must be in (0, 1), got {threshold}")
+        self.final_threshold = None if final_threshold is None else float(final_threshold)
+        if self.final_threshold is not None and not 0.0 < self.final_threshold:
+            raise ValueError(
+                f"text head: final_threshold must be > 0 (inf: never), got {final_threshold}"
+            )
         if not 0 <= self.lexical_dims < self.coef.size:
             raise ValueError(
                 f"text head: lexical_dims {lexical_dims} does not fit {self.coef.size} weights"
             )
+
+    def threshold_for(self, final: bool) -> float:
+        """The threshold for a partial transcript, or for a final one (``final``)."""
+        if final and self.final_threshold is not None:
+            return self.final_threshold
+        return self.threshold
 
     @property
     def dim(self) -> int:
@@ -97,6 +112,11 @@ class TextHead:
             embedder=np.str_(self.embedder),
             lexical_dims=np.int64(self.lexical_dims),
             lexical_scale=np.float64(self.lexical_scale),
+            **(
+                {}
+                if self.final_threshold is None
+                else {"final_threshold": np.float64(self.final_threshold)}
+            ),
         )
 
     @classmethod
@@ -118,4 +138,7 @@ class TextHead:
                 str(data["embedder"]) if "embedder" in data.files else "",
                 int(data["lexical_dims"]) if "lexical_dims" in data.files else 0,
                 float(data["lexical_scale"]) if "lexical_scale" in data.files else 0.5,
+                final_threshold=(
+                    float(data["final_threshold"]) if "final_threshold" in data.files else None
+                ),
             )
