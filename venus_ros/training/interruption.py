@@ -29,15 +29,19 @@ Deterministic for a seed, from training material only:
    (espeak-ng, :data:`~venus_ros.eval.synth.FAMILIES` voices and rates), optionally under
    generated room noise, and Whisper tiny.en transcribes its first :data:`PREFIXES_S` seconds,
    as the frontend's partial transcripts do while the user talks over the assistant (every
-   0.2 s from 0.3 s on). Every word prefix of the written phrase in recogniser form is added
-   as well (fitting only).
+   0.2 s from 0.3 s on), and the whole utterance, as its final transcript (:data:`FINAL_S`;
+   the policy reads the finals where there is no partial). Every word prefix of the written
+   phrase in recogniser form is added as well (fitting only).
 3. **Features and fit**: as the addressee head (MiniLM embedding next to hashed words and word
    pairs), :func:`~venus_ros.training.router.fit_logistic`, in :data:`FOLDS` folds split by
    phrase for held-out scores.
-4. **Threshold**: chosen on the held-out scores by simulating each spoken sample: it "fires"
-   when any of its partials scores at or above the threshold. The smallest threshold whose
-   firing rate stays within :data:`MAX_FIRE` for every negative kind is taken; the report
-   gives the interruption samples caught and when.
+4. **Thresholds**: one for partials and one for final transcripts, chosen together on the
+   held-out scores by simulating each spoken sample: it "fires" when any of its partials
+   scores at or above the partial threshold, or its final at or above the final one. Of the
+   pairs whose firing rate stays within :data:`MAX_FIRE` for every negative kind, the one that
+   catches the most interruption samples is taken, a catch on the final counting
+   :data:`FINAL_CREDIT` of one on a partial (:func:`choose_threshold`); the report gives the
+   interruption samples caught and when.
 5. The head is refitted on everything and written with ``interruption_report.md``.
 
 The recognised transcripts are cached per phrase under the user cache directory
@@ -70,6 +74,8 @@ __all__ = [
     "CORPUS_PATH",
     "CUT_IN_WORDS",
     "EXTRA_INTERRUPTIONS",
+    "FINAL_CREDIT",
+    "FINAL_S",
     "KINDS",
     "MAX_FIRE",
     "PREFIXES_S",
