@@ -890,9 +890,7 @@ class PolicyFrontend(Frontend):
             self._stop_pending = True
             # The session parts learn of the yield now, before a final transcript of the same
             # unit is judged or answered (the speech stopped for is the assistant's to answer).
-            for part in self.session_parts:
-                part.on_turn_yielded(self)
-            self._abandon_turn(hearing.start + b)
+            self._give_up_turn(hearing.start + b)
         starts = action is FloorAction.START_SPEAKING and not obs.is_boundary
         hearing.start_at = hearing.start + b if starts and self.state.turn is None else None
         for part in self.session_parts:
@@ -1123,10 +1121,14 @@ class PolicyFrontend(Frontend):
 
     def _yield(self, boundary: int) -> UnitOutput:
         """End the turn with no speech: the loop flushes the speaker at this boundary."""
+        self._give_up_turn(boundary)
+        return UnitOutput(Decision.LISTEN, end_of_turn=True)
+
+    def _give_up_turn(self, position: int) -> None:
+        """The yield: tell the session parts, then end the turn at mic sample ``position``."""
         for part in self.session_parts:
             part.on_turn_yielded(self)
-        self._abandon_turn(boundary)
-        return UnitOutput(Decision.LISTEN, end_of_turn=True)
+        self._abandon_turn(position)
 
     def _abandon_turn(self, boundary: int) -> None:
         """Forget the current turn; its audio stops playing at ``boundary`` (the flush)."""

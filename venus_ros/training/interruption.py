@@ -436,6 +436,11 @@ def _word_prefix_rows(phrases: Sequence[Phrase]) -> list[Row]:
     return rows
 
 
+def _threshold_of(row: Row, threshold: float, final_threshold: float) -> float:
+    """The threshold ``row`` is read at: ``final_threshold`` for a final transcript."""
+    return final_threshold if row.prefix_s == FINAL_S else threshold
+
+
 def _sample_fires(
     scores: np.ndarray, rows: Sequence[Row], threshold: float, final_threshold: float | None = None
 ) -> dict[int, float]:
@@ -450,8 +455,7 @@ def _sample_fires(
     for s, row in zip(scores, rows, strict=True):
         if row.sample < 0 or not row.text:
             continue
-        limit = final_threshold if row.prefix_s == FINAL_S else threshold
-        fires = s >= limit and not _elsewhere(row.text)
+        fires = s >= _threshold_of(row, threshold, final_threshold) and not _elsewhere(row.text)
         hit = row.prefix_s if fires else float("inf")
         first[row.sample] = min(first.get(row.sample, float("inf")), hit)
     return first
@@ -475,27 +479,28 @@ def choose_threshold(
     catch on the final counting :data:`FINAL_CREDIT` of one on a partial (ties: the smallest
     partial threshold, then the largest final one); with the firing rate of every kind.
     A final threshold of ``inf`` means finals never fire on their own."""
-    samples = sorted({r.sample for r in rows if r.sample >= 0})
+    kind_of = {r.sample: r.kind for r in rows if r.sample >= 0}
+    samples = sorted(kind_of)
     index = {s: i for i, s in enumerate(samples)}
+    # Per sample, its highest partial and final score (a transcript calling someone else by
+    # name never fires, so it does not count); a sample fires when either reaches its threshold.
     partial = np.full(len(samples), -np.inf)
     final = np.full(len(samples), -np.inf)
     partial_scores: list[float] = []
-    kind_of = {r.sample: r.kind for r in rows if r.sample >= 0}
     for score, row in zip(scores, rows, strict=True):
         if row.sample < 0 or not row.text or _elsewhere(row.text):
             continue
-        target = final if row.prefix_s == FINAL_S else partial
-        if target is partial:
-            partial_scores.append(float(score))
         k = index[row.sample]
-        target[k] = max(target[k], float(score))
-    kinds = [k for k in KINDS if any(v == k for v in kind_of.values())]
+        if row.prefix_s == FINAL_S:
+            final[k] = max(final[k], float(score))
+        else:
+            partial[k] = max(partial[k], float(score))
+            partial_scores.append(float(score))
+    kinds = [k for k in KINDS if k in kind_of.values()]
     onehot = np.array([[kind_of[s] == k for k in kinds] for s in samples], dtype=np.float64)
     counts = onehot.sum(axis=0)
+    negative = np.array([k != "interruption" for k in kinds])
     limits = np.array([max_fire.get(k, 1.0) for k in kinds]) + 1e-12
-    if "interruption" not in kinds:
-        return 1.0, np.inf, _fire_rates(scores, rows, 1.0, np.inf, kind_of)
-    positive = kinds.index("interruption")
 
     def grid(values: np.ndarray) -> np.ndarray:
         finite = np.unique(np.round(values[np.isfinite(values)], 4))
@@ -503,44 +508,22 @@ def choose_threshold(
 
     finals = grid(final)[::-1]  # largest first: ties keep the larger final threshold
     final_fires = final[None, :] >= finals[:, None]
-    best: tuple[float, float, float] | None = None
-    for threshold in grid(np.asarray(partial_scores)):
-        partial_fires = partial >= threshold
-        fired = (partial_fires[None, :] | final_fires).astype(np.float64)
-        rates = fired @ onehot / counts
-        ok = np.all(np.delete(rates, positive, axis=1) <= np.delete(limits, positive), axis=1)
-        if not ok.any():
-            continue
-        caught_partial = float(partial_fires @ onehot[:, positive] / counts[positive])
-        value = caught_partial + FINAL_CREDIT * (rates[:, positive] - caught_partial)
-        value = np.where(ok, value, -1.0)
-        k = int(np.argmax(value))
-        if best is None or value[k] > best[0] + 1e-12:
-            best = (float(value[k]), float(threshold), float(finals[k]))
-    if best is None:
-        return 1.0, np.inf, _fire_rates(scores, rows, 1.0, np.inf, kind_of)
+    best = (-1.0, 1.0, np.inf)  # (value, partial threshold, final threshold): none passes
+    if "interruption" in kinds:
+        positive = kinds.index("interruption")
+        for threshold in grid(np.asarray(partial_scores)):
+            partial_fires = partial >= threshold
+            rates = (partial_fires[None, :] | final_fires) @ onehot / counts
+            ok = np.all(rates[:, negative] <= limits[negative], axis=1)
+            caught_partial = float(partial_fires @ onehot[:, positive] / counts[positive])
+            value = caught_partial + FINAL_CREDIT * (rates[:, positive] - caught_partial)
+            k = int(np.argmax(np.where(ok, value, -1.0)))
+            if ok[k] and value[k] > best[0] + 1e-12:
+                best = (float(value[k]), float(threshold), float(finals[k]))
     _, threshold, final_threshold = best
-    return (
-        threshold,
-        final_threshold,
-        _fire_rates(scores, rows, threshold, final_threshold, kind_of),
-    )
-
-
-def _fire_rates(
-    scores: np.ndarray,
-    rows: Sequence[Row],
-    threshold: float,
-    final_threshold: float,
-    kind_of: Mapping[int, str],
-) -> dict[str, float]:
-    first = _sample_fires(scores, rows, threshold, final_threshold)
-    rates: dict[str, float] = {}
-    for kind in KINDS:
-        samples = [s for s, k in kind_of.items() if k == kind]
-        if samples:
-            rates[kind] = sum(np.isfinite(first[s]) for s in samples) / len(samples)
-    return rates
+    fired = (partial >= threshold) | (final >= final_threshold)
+    rates = fired @ onehot / counts
+    return threshold, final_threshold, {k: float(r) for k, r in zip(kinds, rates, strict=True)}
 
 
 def train_interruption(
@@ -618,7 +601,7 @@ def train_interruption(
             (float(held_out[i]), r.text, r.kind)
             for i, r in enumerate(fit_rows)
             if r.sample >= 0
-            and (held_out[i] >= (final_threshold if r.prefix_s == FINAL_S else threshold))
+            and (held_out[i] >= _threshold_of(r, threshold, final_threshold))
             != (r.kind == "interruption")
         ),
         key=lambda e: -e[0],

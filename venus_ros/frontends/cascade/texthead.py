@@ -104,20 +104,17 @@ class TextHead:
 
     def save(self, path: str | Path) -> None:
         """Write the head as ``.npz``."""
-        np.savez(
-            Path(path),
+        fields: dict[str, Any] = dict(
             coef=self.coef,
             intercept=np.float64(self.intercept),
             threshold=np.float64(self.threshold),
             embedder=np.str_(self.embedder),
             lexical_dims=np.int64(self.lexical_dims),
             lexical_scale=np.float64(self.lexical_scale),
-            **(
-                {}
-                if self.final_threshold is None
-                else {"final_threshold": np.float64(self.final_threshold)}
-            ),
         )
+        if self.final_threshold is not None:
+            fields["final_threshold"] = np.float64(self.final_threshold)
+        np.savez(Path(path), **fields)
 
     @classmethod
     def load(cls, path: str | Path) -> TextHead:
