@@ -19,6 +19,7 @@ from venus_ros.frontends.cascade.addressee import (
     ASK_KEY,
     CLEAR_REQUEST,
     CONVERSATION_S,
+    JOIN_GAP_S,
     MODEL_PATH,
     OPENING_MAX_S,
     OPENING_MIN_S,
@@ -203,9 +204,56 @@ def test_names_questions_and_level_decide_before_the_text() -> None:
     assert low.judge(Utterance("my toe hurts", 0.0, low.user_db)).addressed
     softer = low.judge(Utterance("ouch my toe", 0.0, low.user_db - SOFTER_DB - 0.5))
     assert (softer.addressed, softer.reason) == (False, "text")
-    # nothing made out: only the level tells
-    assert judge.judge(Utterance("", 0.0, judge.user_db)).reason == "no_text"
-    assert not judge.judge(Utterance("", 0.0, judge.user_db - QUIET_MARGIN_DB - 1)).addressed
+    # nothing made out: only the level tells, in a conversation (here: "Venus, lights off.")
+    assert judge.judge(Utterance("", 4.0, judge.user_db)).reason == "no_text"
+    assert judge.judge(Utterance("", 4.0, judge.user_db)).addressed
+    assert not judge.judge(Utterance("", 4.0, judge.user_db - QUIET_MARGIN_DB - 1)).addressed
+
+
+def test_speech_with_no_words_is_answered_only_in_a_conversation() -> None:
+    """Nothing made out with no conversation going on: nobody spoke to the assistant, so it
+    does not ask to repeat; after one of its turns it does."""
+    judge = Addressee("Venus", head=fixed_head(0.8), embedder=HashEmbedder())
+    idle = judge.judge(Utterance("", 0.0, judge.user_db))
+    assert (idle.addressed, idle.reason) == (False, "no_text")
+    judge.note_assistant_turn(5.0)
+    assert judge.judge(Utterance("", 6.0, judge.user_db)).addressed
+    assert judge.judge(Utterance("", 6.0 + CONVERSATION_S + 1.0, judge.user_db)).addressed is False
+
+
+def test_an_utterance_right_after_another_is_judged_with_its_words() -> None:
+    """The VAD split "Maria. | Have you seen my glasses?" at the pause after the name: the
+    second half, started within JOIN_GAP_S of the first's end, is judged on both halves' words
+    (the vocative); later, it is judged alone; its own name or an answer still wins."""
+    level = -23.0
+    name = Utterance("Maria.", 0.0, level, end_s=0.5)
+    rest = Utterance("Have you seen my glasses?", 0.5 + JOIN_GAP_S - 0.05, level, end_s=2.5)
+
+    def fresh() -> Addressee:
+        return Addressee("Venus", head=fixed_head(0.8), embedder=HashEmbedder())
+
+    judge = fresh()
+    assert judge.judge(name).addressed  # a lone word: no vocative set off from anything
+    joined = judge.judge(rest)
+    assert (joined.addressed, joined.reason) == (False, "other_name")
+    judge = fresh()
+    judge.judge(name)
+    assert judge.judge(replace(rest, start_s=0.5 + JOIN_GAP_S + 0.05)).addressed
+    judge = fresh()
+    judge.judge(replace(name, end_s=None))  # where it ended is unknown: not joined
+    assert judge.judge(rest).addressed
+    judge = fresh()
+    judge.judge(Utterance("Sam, dinner is ready!", 0.0, level, end_s=1.5))
+    own = judge.judge(Utterance("Venus, what time is it?", 1.9, level, end_s=3.0))
+    assert (own.addressed, own.reason) == (True, "own_name")
+    judge = fresh()
+    judge.judge(name)
+    answer = judge.judge(replace(rest, after_question_s=1.0))
+    assert (answer.addressed, answer.reason) == (True, "answer")
+    judge = fresh()
+    judge.judge(name)
+    judge.reset()  # a new session: nothing to continue
+    assert judge.judge(rest).addressed
 
 
 def test_with_no_conversation_going_on_statements_need_a_higher_score() -> None:

@@ -239,3 +239,30 @@ def test_addressee_gate_admits_the_speech_the_policy_stopped_the_assistant_for()
     gate.on_turn_started(stopped)  # answered: the next speech is judged again
     again = frontend_with(remark)
     assert gate.admit_request(again) is False
+
+
+def test_addressee_gate_forgets_a_turn_whose_text_it_dropped_while_the_user_spoke_on() -> None:
+    """The remark's final transcript came while the VAD still heard the user: the gate drops
+    the text at once and holds the turn; once the user has stopped it forgets the turn rather
+    than admitting a request with no words (which the responder would answer by asking to
+    repeat a remark said to someone else)."""
+    from types import SimpleNamespace
+
+    from venus_ros.frontends.cascade.addressee import Addressee
+    from venus_ros.frontends.cascade.state import SessionState
+
+    state = SessionState(action=None, mic_pos=3 * 16000, frames_end=3 * 16000.0)
+    state.user_turn_start, state.user_turn_speech = 16000, 60
+    state.user_texts = ["Hey Sam, did you feed the cat?"]
+    frontend = SimpleNamespace(state=state, asr_enabled=True, user_speaking=True)
+    gate = AddresseeGate(Addressee("Venus"))
+    assert gate.admit_request(frontend) is False and state.user_texts == []
+    assert state.user_turn_speech == 60  # still speaking: held, not yet forgotten
+    frontend.user_speaking = False
+    assert gate.admit_request(frontend) is False
+    assert state.user_turn_speech == 0 and state.user_turn_start is None
+    assert gate.state.dropped == 1
+    # a new turn with an addressed text is admitted again
+    state.user_turn_start, state.user_turn_speech = 5 * 16000, 40
+    state.user_texts = ["What time is it?"]
+    assert gate.admit_request(frontend) is True and state.user_texts == ["What time is it?"]

@@ -56,6 +56,13 @@ its final transcript, where it was, how loud it was) from general evidence, in t
      speaker restarts (:func:`restarts`: "Can you? | Can you ...": the words were made out).
    In a conversation, the phrasing at the user's level never drops speech.
 
+An utterance with no words made out is judged by its level, and with no conversation going on
+it is not addressed (there is nothing to answer). An utterance that starts within
+:data:`JOIN_GAP_S` of the previous one's end is the rest of the same sentence, split by the
+VAD at a pause: it is judged on the words of both (a vocative before the pause, "Maria. |
+Have you seen my glasses?", still tells whom it is for), unless on its own it names the
+assistant or answers its question.
+
 Nothing here is keyed to a sentence of an evaluation suite; the lexicons are general English
 (discourse words and lead-ins that start sentences, terms of address, question words,
 imperative verbs, pronouns).
@@ -66,7 +73,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +93,7 @@ __all__ = [
     "CLEAR_REQUEST",
     "CONVERSATION_S",
     "EXCLAIM_KEY",
+    "JOIN_GAP_S",
     "MIN_WORDS",
     "MODEL_PATH",
     "OPENING_MAX_S",
@@ -164,6 +172,12 @@ MIN_WORDS = 3
 fragment of a far-off line, "on", can score anything)."""
 LEVEL_WEIGHT = 0.3
 """Weight of a new addressed utterance's level in the user's running level."""
+JOIN_GAP_S = 0.6
+"""An utterance starting this soon after the previous one's last voiced frame continues it:
+the VAD ends an utterance after 0.3 s of silence, so a pause after a vocative or a lead-in
+("Maria. | Have you seen my glasses?") splits one sentence in two, and the second half alone
+has lost the evidence of whom it is for. Such an utterance is judged on both halves' words
+(:meth:`Addressee.judge`). Switching from one listener to another takes longer than that."""
 
 #: Words that start (or end) a sentence followed by a comma without naming anyone; general
 #: English discourse markers, interjections and politeness words.
@@ -590,6 +604,8 @@ class Utterance:
         opening_s: Seconds of speech before its first pause of at least :data:`PAUSE_S` that
             more speech follows (None: no such pause, or unknown).
         pause_s: That pause's length (None with ``opening_s``).
+        end_s: Session time just past its last voiced frame (None: unknown; it is then never
+            joined with the next utterance, :data:`JOIN_GAP_S`).
     """
 
     text: str
@@ -598,6 +614,7 @@ class Utterance:
     after_question_s: float | None = None
     opening_s: float | None = None
     pause_s: float | None = None
+    end_s: float | None = None
 
     @property
     def set_off(self) -> bool:
@@ -659,8 +676,8 @@ class Verdict:
         addressed: The decision.
         reason: ``"own_name"``, ``"other_name"``, ``"answer"``, ``"quiet"``, ``"text"``
             (the text head decided), ``"set_off"`` (an opening set off by a pause, not
-            clearly a request, with no conversation going on) or ``"no_text"`` (nothing to
-            judge: kept).
+            clearly a request, with no conversation going on) or ``"no_text"`` (no words made
+            out: kept in a conversation, to be asked again; dropped with none going on).
         score: The text head's probability of being addressed (None when not computed).
         level_delta_db: ``speech_db`` minus the user's running level (None when unknown).
     """
@@ -745,6 +762,7 @@ class Addressee:
         self.exclaim_threshold = exclaim_threshold
         self._last_addressed_s: float | None = None
         self._last_turn_end_s: float | None = None
+        self._previous: Utterance | None = None
 
     def reset(self) -> None:
         """Start a new session: the user's level goes back to the prior; verdicts cleared; no
@@ -752,7 +770,8 @@ class Addressee:
         self.user_db = self.prior_user_db
         self.verdicts = []
         self._last_addressed_s = None
-        self._last_turn_end_s: float | None = None
+        self._last_turn_end_s = None
+        self._previous = None
 
     def note_assistant_turn(self, end_s: float) -> None:
         """The assistant spoke until ``end_s`` (session time): a conversation is going on for
@@ -791,8 +810,28 @@ class Addressee:
         return head.scores(self._embedder.embed(texts), texts)
 
     def judge(self, utterance: Utterance) -> Verdict:
-        """Decide one utterance and update the user's running level when it was addressed."""
+        """Decide one utterance and update the user's running level when it was addressed.
+
+        An utterance with words that starts within :data:`JOIN_GAP_S` of the end of the
+        previous one with words continues it: it is decided on the words of both, from the
+        previous one's start (a name, an answer or a lead-in said before the pause counts), unless
+        on its own it names the assistant or answers its question."""
         verdict = self._decide(utterance)
+        previous, self._previous = self._previous, utterance if utterance.text.strip() else None
+        if (
+            previous is not None
+            and self._previous is not None
+            and verdict.reason not in ("own_name", "answer")
+            and previous.end_s is not None
+            and 0.0 <= utterance.start_s - previous.end_s <= JOIN_GAP_S
+        ):
+            joined = replace(
+                previous,
+                text=f"{previous.text.strip()} {utterance.text.strip()}",
+                speech_db=utterance.speech_db,
+                end_s=utterance.end_s,
+            )
+            verdict = self._decide(joined)
         self.verdicts.append(verdict)
         if verdict.addressed and verdict.reason != "no_text":
             self._last_addressed_s = utterance.start_s
@@ -814,8 +853,12 @@ class Addressee:
         quiet = delta is not None and delta <= -self.quiet_margin_db
         text = " ".join(u.text.split())
         if not text:
-            # Nothing was made out: only the level can tell (a quiet murmur is not for us).
-            return Verdict(not quiet, "quiet" if quiet else "no_text", None, delta)
+            # Nothing was made out: only the level can tell (a quiet murmur is not for us), and
+            # with no conversation going on there is nothing to answer (asking to repeat speech
+            # nobody said to the assistant is answering it; a user who did will say it again).
+            if quiet:
+                return Verdict(False, "quiet", None, delta)
+            return Verdict(not self.idle(u.start_s), "no_text", None, delta)
         called = vocative(text, self.name)
         if called == self.name.lower():
             return Verdict(True, "own_name", None, delta)

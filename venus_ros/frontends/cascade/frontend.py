@@ -249,6 +249,7 @@ class AddresseeGate(SessionPart):
         dropped = len(texts) - len(keep)
         if dropped:
             acc.dropped += dropped
+            acc.turn_dropped += dropped
             texts[:] = keep  # in place: the verdicts stay paired with the texts
             acc.verdicts = [v for v in acc.verdicts if v.addressed]
         if texts or not session.user_turn_speech:
@@ -260,7 +261,7 @@ class AddresseeGate(SessionPart):
             if self.addressee.judge(self._utterance("")).addressed:
                 return True
             acc.dropped += 1
-        elif not dropped:
+        elif not acc.turn_dropped:
             return True  # nothing dropped, nothing to judge
         session.forget_user_turn()
         return False
@@ -279,8 +280,10 @@ class AddresseeGate(SessionPart):
                 self._note_voicing(voiced, playing)
             if not voiced:
                 continue
+            at = obs.frames_start_s + i * FRAME_S
             if acc.start_s is None:
-                acc.start_s = obs.frames_start_s + i * FRAME_S
+                acc.start_s = at
+            acc.end_s = at + FRAME_S
             if not playing:
                 acc.energy += 10.0 ** (db / 10.0)
                 acc.voiced += 1
@@ -300,7 +303,8 @@ class AddresseeGate(SessionPart):
         """Judge the final transcripts that arrived since the last call."""
         acc = self.state
         if acc.texts is not texts or len(acc.verdicts) > len(texts):
-            acc.texts, acc.verdicts = texts, []  # the user's turn was answered or forgotten
+            # the user's turn was answered or forgotten
+            acc.texts, acc.verdicts, acc.turn_dropped = texts, [], 0
         assert self.addressee is not None
         for text in texts[len(acc.verdicts) :]:
             acc.verdicts.append(self.addressee.judge(self._utterance(text)))
@@ -314,6 +318,7 @@ class AddresseeGate(SessionPart):
         if acc.question_end_s is not None and acc.start_s is not None:
             after = start - acc.question_end_s
         opening = opening_of(acc.voicing, FRAME_S) if acc.voicing else None
+        end = acc.end_s if acc.start_s is not None else None
         acc.energy, acc.voiced, acc.start_s = 0.0, 0, None
         acc.voicing = []
         return Utterance(
@@ -323,6 +328,7 @@ class AddresseeGate(SessionPart):
             after,
             opening_s=None if opening is None else opening[0],
             pause_s=None if opening is None else opening[1],
+            end_s=end,
         )
 
 

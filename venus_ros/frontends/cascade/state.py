@@ -95,6 +95,7 @@ class AddresseeState:
         energy: Sum of 10^(dB/10) over the utterance's voiced frames (assistant silent).
         voiced: Those frames.
         start_s: Session time of the first voiced frame since the last judged utterance.
+        end_s: Session time just past the latest voiced frame.
         texts: The ``user_texts`` list the verdicts belong to.
         verdicts: One verdict per text of ``texts``.
         question_end_s: Where the latest turn ended, if it played out and asked something.
@@ -103,6 +104,8 @@ class AddresseeState:
         voicing: Per frame from the utterance's first voiced frame, whether it was voiced
             (None once the assistant's audio played over it: its opening is not judged).
         dropped: Utterances dropped as not addressed, this session.
+        turn_dropped: Texts of the pending user turn (``texts``) dropped as not addressed: once
+            none is left, the turn is forgotten, not answered.
     """
 
     unit: int = -1
@@ -110,12 +113,14 @@ class AddresseeState:
     energy: float = 0.0
     voiced: int = 0
     start_s: float | None = None
+    end_s: float = 0.0
     texts: list[str] | None = None
     verdicts: list[Any] = field(default_factory=list)
     question_end_s: float | None = None
     yielded_to: bool = False
     voicing: list[bool] | None = field(default_factory=list)
     dropped: int = 0
+    turn_dropped: int = 0
 
 
 @dataclass
