@@ -235,7 +235,7 @@ def test_an_utterance_right_after_another_is_judged_with_its_words() -> None:
     judge = fresh()
     assert judge.judge(name).addressed  # a lone word: no vocative set off from anything
     joined = judge.judge(rest)
-    assert (joined.addressed, joined.reason) == (False, "other_name")
+    assert (joined.addressed, joined.reason, joined.joined) == (False, "other_name", True)
     judge = fresh()
     judge.judge(name)
     assert judge.judge(replace(rest, start_s=0.5 + JOIN_GAP_S + 0.05)).addressed

@@ -266,3 +266,36 @@ def test_addressee_gate_forgets_a_turn_whose_text_it_dropped_while_the_user_spok
     state.user_turn_start, state.user_turn_speech = 5 * 16000, 40
     state.user_texts = ["What time is it?"]
     assert gate.admit_request(frontend) is True and state.user_texts == ["What time is it?"]
+
+
+def test_addressee_gate_drops_both_halves_of_a_sentence_the_vad_split() -> None:
+    """ "Sam. | Dinner is ready!": the first half alone reads as speech to the assistant and is
+    kept; the second, starting 0.3 s after it, is judged with it (a vocative): both are
+    dropped, and nothing is asked of the responder."""
+    from types import SimpleNamespace
+
+    from venus_ros.frontends.cascade.addressee import Addressee
+    from venus_ros.frontends.cascade.state import SessionState
+    from venus_ros.frontends.cascade.texthead import TextHead
+
+    class Hash16:
+        name, dim = "hash16", 16
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return np.zeros((len(texts), 16), np.float32)
+
+    head = TextHead(np.zeros(16), float(np.log(0.8 / 0.2)), 0.4, "hash16")
+    state = SessionState(action=None, mic_pos=2 * 16000, frames_end=2 * 16000.0)
+    state.user_turn_start, state.user_turn_speech = 16000, 20
+    state.user_texts = ["Sam."]
+    frontend = SimpleNamespace(state=state, asr_enabled=True, user_speaking=True)
+    gate = AddresseeGate(Addressee("Venus", head=head, embedder=Hash16()))
+    gate.state.start_s, gate.state.end_s = 1.0, 1.4
+    assert gate.admit_request(frontend) is True  # alone, "Sam." is kept
+    assert gate.state.verdicts[0].addressed
+    state.user_texts.append("Dinner is ready!")
+    gate.state.start_s, gate.state.end_s = 1.7, 2.9
+    frontend.user_speaking = False
+    assert gate.admit_request(frontend) is False
+    assert state.user_texts == [] and state.user_turn_speech == 0
+    assert gate.state.dropped == 2

@@ -680,12 +680,15 @@ class Verdict:
             out: kept in a conversation, to be asked again; dropped with none going on).
         score: The text head's probability of being addressed (None when not computed).
         level_delta_db: ``speech_db`` minus the user's running level (None when unknown).
+        joined: Decided together with the previous utterance, as the rest of its sentence
+            (:data:`JOIN_GAP_S`): the verdict holds for both.
     """
 
     addressed: bool
     reason: str
     score: float | None = None
     level_delta_db: float | None = None
+    joined: bool = False
 
 
 class Addressee:
@@ -815,7 +818,8 @@ class Addressee:
         An utterance with words that starts within :data:`JOIN_GAP_S` of the end of the
         previous one with words continues it: it is decided on the words of both, from the
         previous one's start (a name, an answer or a lead-in said before the pause counts), unless
-        on its own it names the assistant or answers its question."""
+        on its own it names the assistant or answers its question; that verdict
+        (:attr:`Verdict.joined`) holds for the previous one too."""
         verdict = self._decide(utterance)
         previous, self._previous = self._previous, utterance if utterance.text.strip() else None
         if (
@@ -831,7 +835,7 @@ class Addressee:
                 speech_db=utterance.speech_db,
                 end_s=utterance.end_s,
             )
-            verdict = self._decide(joined)
+            verdict = replace(self._decide(joined), joined=True)
         self.verdicts.append(verdict)
         if verdict.addressed and verdict.reason != "no_text":
             self._last_addressed_s = utterance.start_s

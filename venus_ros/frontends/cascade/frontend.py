@@ -179,8 +179,9 @@ class AddresseeGate(SessionPart):
 
     Every finished utterance (final transcript) is judged by ``addressee`` from its words, its
     level (the mean energy of its voiced frames while the assistant was silent), its start and
-    whether it follows a played-out turn that asked a question. Speech the floor policy
-    stopped the assistant for is admitted whatever the verdicts (it was judged an
+    whether it follows a played-out turn that asked a question; one that continues the previous
+    one (:attr:`Verdict.joined`) decides for both while the first is still pending. Speech the
+    floor policy stopped the assistant for is admitted whatever the verdicts (it was judged an
     interruption: the assistant answers it). At each request the texts not
     addressed are dropped from the pending user text; when nothing addressed remains, the
     user's turn is forgotten and no request is made. Speech with no words made out is judged
@@ -305,9 +306,13 @@ class AddresseeGate(SessionPart):
         if acc.texts is not texts or len(acc.verdicts) > len(texts):
             # the user's turn was answered or forgotten
             acc.texts, acc.verdicts, acc.turn_dropped = texts, [], 0
-        assert self.addressee is not None
+        judge = self.addressee
+        assert judge is not None
         for text in texts[len(acc.verdicts) :]:
-            acc.verdicts.append(self.addressee.judge(self._utterance(text)))
+            verdict = judge.judge(self._utterance(text))
+            if verdict.joined and acc.verdicts and acc.verdicts[-1] is judge.verdicts[-2]:
+                acc.verdicts[-1] = verdict  # the first half of the same sentence, still pending
+            acc.verdicts.append(verdict)
 
     def _utterance(self, text: str) -> Utterance:
         """The utterance so far with ``text``; the level and start start over."""
