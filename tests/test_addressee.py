@@ -256,6 +256,24 @@ def test_an_utterance_right_after_another_is_judged_with_its_words() -> None:
     assert judge.judge(rest).addressed
 
 
+def test_a_joined_sentence_is_judged_at_the_level_of_both_halves() -> None:
+    """The level of a sentence split in two is the voiced-time weighted mean power of both
+    halves (a short quiet tail, "you know.", does not make the whole request sound far off)."""
+    judge = Addressee("Venus", head=fixed_head(0.8), embedder=HashEmbedder())
+    first = judge.judge(Utterance("Set a timer.", 0.0, -20.0, end_s=1.0, voiced_s=1.6))
+    assert first.addressed
+    user = judge.user_db  # moved towards the first half's level
+    tail = judge.judge(Utterance("you know.", 1.3, -30.0, end_s=1.8, voiced_s=0.4))
+    both = 10.0 * np.log10((1.6 * 10.0 ** (-2.0) + 0.4 * 10.0 ** (-3.0)) / 2.0)
+    assert tail.joined and tail.level_delta_db == pytest.approx(both - user)
+    # where a half's voiced time is unknown, the second half's level stands
+    judge = Addressee("Venus", head=fixed_head(0.8), embedder=HashEmbedder())
+    judge.judge(Utterance("Set a timer.", 0.0, -20.0, end_s=1.0))
+    user = judge.user_db
+    tail = judge.judge(Utterance("you know.", 1.3, -30.0, end_s=1.8, voiced_s=0.4))
+    assert tail.level_delta_db == pytest.approx(-30.0 - user)
+
+
 def test_with_no_conversation_going_on_statements_need_a_higher_score() -> None:
     """Idle (nothing addressed for CONVERSATION_S): a statement below the statement threshold,
     or a misheard-name opening, is dropped at the user's level; questions and requests are not;

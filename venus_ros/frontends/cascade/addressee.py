@@ -606,6 +606,8 @@ class Utterance:
         pause_s: That pause's length (None with ``opening_s``).
         end_s: Session time just past its last voiced frame (None: unknown; it is then never
             joined with the next utterance, :data:`JOIN_GAP_S`).
+        voiced_s: Seconds of voiced frames ``speech_db`` was measured on (None: unknown); the
+            weight of its level when it is joined with another utterance.
     """
 
     text: str
@@ -615,6 +617,7 @@ class Utterance:
     opening_s: float | None = None
     pause_s: float | None = None
     end_s: float | None = None
+    voiced_s: float | None = None
 
     @property
     def set_off(self) -> bool:
@@ -689,6 +692,18 @@ class Verdict:
     score: float | None = None
     level_delta_db: float | None = None
     joined: bool = False
+
+
+def _joined_level(first: Utterance, second: Utterance) -> float | None:
+    """The voiced level of two utterances taken as one: their mean power weighted by their
+    voiced time (where a weight is unknown, the second's level; where a level is, the other's)."""
+    if first.speech_db is None or second.speech_db is None:
+        return second.speech_db if second.speech_db is not None else first.speech_db
+    if not first.voiced_s or not second.voiced_s:
+        return second.speech_db
+    power = first.voiced_s * 10.0 ** (first.speech_db / 10.0)
+    power += second.voiced_s * 10.0 ** (second.speech_db / 10.0)
+    return 10.0 * math.log10(power / (first.voiced_s + second.voiced_s))
 
 
 class Addressee:
@@ -817,9 +832,9 @@ class Addressee:
 
         An utterance with words that starts within :data:`JOIN_GAP_S` of the end of the
         previous one with words continues it: it is decided on the words of both, from the
-        previous one's start (a name, an answer or a lead-in said before the pause counts), unless
-        on its own it names the assistant or answers its question; that verdict
-        (:attr:`Verdict.joined`) holds for the previous one too."""
+        previous one's start (a name, an answer or a lead-in said before the pause counts) and
+        at the level of both, unless on its own it names the assistant or answers its
+        question; that verdict (:attr:`Verdict.joined`) holds for the previous one too."""
         verdict = self._decide(utterance)
         previous, self._previous = self._previous, utterance if utterance.text.strip() else None
         if (
@@ -832,8 +847,9 @@ class Addressee:
             joined = replace(
                 previous,
                 text=f"{previous.text.strip()} {utterance.text.strip()}",
-                speech_db=utterance.speech_db,
+                speech_db=_joined_level(previous, utterance),
                 end_s=utterance.end_s,
+                voiced_s=None,
             )
             verdict = replace(self._decide(joined), joined=True)
         self.verdicts.append(verdict)

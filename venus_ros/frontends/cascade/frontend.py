@@ -324,6 +324,7 @@ class AddresseeGate(SessionPart):
             after = start - acc.question_end_s
         opening = opening_of(acc.voicing, FRAME_S) if acc.voicing else None
         end = acc.end_s if acc.start_s is not None else None
+        voiced_s = acc.voiced * FRAME_S
         acc.energy, acc.voiced, acc.start_s = 0.0, 0, None
         acc.voicing = []
         return Utterance(
@@ -334,6 +335,7 @@ class AddresseeGate(SessionPart):
             opening_s=None if opening is None else opening[0],
             pause_s=None if opening is None else opening[1],
             end_s=end,
+            voiced_s=voiced_s,
         )
 
 
