@@ -222,13 +222,15 @@ _TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*")
 
 def _is_name_like(word: str, assistant: str) -> bool:
     """A word that can name someone: the assistant's name, a term of address, or a
-    capitalised word that is not a common discourse word."""
+    capitalised word that is not a common discourse word or opening ("Home, hold on ...":
+    the recogniser's "hmm", capitalised because it starts the sentence)."""
     low = word.lower().strip("'-")
     if not low:
         return False
     if low == assistant or low in _TERMS_OF_ADDRESS:
         return True
-    return word[0].isupper() and low not in _DISCOURSE and len(low) >= 2
+    common = low in _DISCOURSE or low in _OPENERS or low in _LEAD_INS
+    return word[0].isupper() and not common and len(low) >= 2
 
 
 def vocative(text: str, assistant: str = "venus") -> str | None:
