@@ -698,7 +698,8 @@ class Verdict:
 
 def _joined_level(first: Utterance, second: Utterance) -> float | None:
     """The voiced level of two utterances taken as one: their mean power weighted by their
-    voiced time (where a weight is unknown, the second's level; where a level is, the other's)."""
+    voiced time (where a weight is unknown, the second's level; where a level is unknown, the
+    other's)."""
     if first.speech_db is None or second.speech_db is None:
         return second.speech_db if second.speech_db is not None else first.speech_db
     if not first.voiced_s or not second.voiced_s:
