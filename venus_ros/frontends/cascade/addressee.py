@@ -838,23 +838,24 @@ class Addressee:
         previous one's start (a name, an answer or a lead-in said before the pause counts) and
         at the level of both, unless on its own it names the assistant or answers its
         question; that verdict (:attr:`Verdict.joined`) holds for the previous one too."""
-        verdict = self._decide(utterance)
-        previous, self._previous = self._previous, utterance if utterance.text.strip() else None
+        text = " ".join(utterance.text.split())
+        previous, self._previous = self._previous, utterance if text else None
         if (
             previous is not None
-            and self._previous is not None
-            and verdict.reason not in ("own_name", "answer")
+            and text
             and previous.end_s is not None
             and 0.0 <= utterance.start_s - previous.end_s <= JOIN_GAP_S
+            and self._for_us(utterance, text)[0] is None
         ):
             joined = replace(
                 previous,
-                text=f"{previous.text.strip()} {utterance.text.strip()}",
+                text=f"{previous.text.strip()} {text}",
                 speech_db=_joined_level(previous, utterance),
                 end_s=utterance.end_s,
-                voiced_s=None,
             )
             verdict = replace(self._decide(joined), joined=True)
+        else:
+            verdict = self._decide(utterance)
         self.verdicts.append(verdict)
         if verdict.addressed and verdict.reason != "no_text":
             self._last_addressed_s = utterance.start_s
@@ -871,6 +872,17 @@ class Addressee:
             for last in (self._last_addressed_s, self._last_turn_end_s)
         )
 
+    def _for_us(self, u: Utterance, text: str) -> tuple[str | None, str | None]:
+        """``(reason, called)``: ``"own_name"`` when ``text`` calls the assistant by name,
+        ``"answer"`` when ``u`` answers its question, else None; and whom ``text`` calls
+        (:func:`vocative`)."""
+        called = vocative(text, self.name)
+        if called == self.name.lower():
+            return "own_name", called
+        if u.after_question_s is not None and 0.0 <= u.after_question_s <= self.answer_window_s:
+            return "answer", called
+        return None, called
+
     def _decide(self, u: Utterance) -> Verdict:
         delta = None if u.speech_db is None else u.speech_db - self.user_db
         quiet = delta is not None and delta <= -self.quiet_margin_db
@@ -882,11 +894,9 @@ class Addressee:
             if quiet:
                 return Verdict(False, "quiet", None, delta)
             return Verdict(not self.idle(u.start_s), "no_text", None, delta)
-        called = vocative(text, self.name)
-        if called == self.name.lower():
-            return Verdict(True, "own_name", None, delta)
-        if u.after_question_s is not None and 0.0 <= u.after_question_s <= self.answer_window_s:
-            return Verdict(True, "answer", None, delta)
+        reason, called = self._for_us(u, text)
+        if reason is not None:
+            return Verdict(True, reason, None, delta)
         if called is not None:
             return Verdict(False, "other_name", None, delta)
         scores = self.score([text])
