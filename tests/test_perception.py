@@ -7,6 +7,8 @@ decisions whether a unit comes whole at its boundary or in pieces as it arrives.
 
 from __future__ import annotations
 
+from collections import deque
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -14,6 +16,7 @@ import pytest
 from speech import espeak_16k
 from test_policy_frontend import place
 
+from venus_ros.audio.asr import SegmentTranscriber, Transcript, WhisperAsr
 from venus_ros.audio.vad import SileroVad
 from venus_ros.core.clock import FakeClock
 from venus_ros.core.duplex import DuplexLoop
@@ -21,9 +24,12 @@ from venus_ros.core.session import run_offline
 from venus_ros.core.timeline import Kind, Timeline
 from venus_ros.core.units import InputUnit, PartialUnit, UnitAssembler
 from venus_ros.frontends.cascade.state import SessionState
+from venus_ros.frontends.cascade.turns import Turn
 from venus_ros.frontends.perception import (
     FRAME_S,
     FRAME_SAMPLES,
+    OVERLAP_PARTIAL_MIN_S,
+    OVERLAP_PARTIAL_WINDOW_S,
     Perception,
     UnitAccount,
     substep_cuts,
@@ -85,6 +91,54 @@ def test_perception_accounts_frames_and_speech_whatever_the_piece_sizes(
     assert sum(whole.assistant_frames) == round(0.25 / FRAME_S)
     assert not any(whole.vad_probs[i] >= 0.5 for i in range(10))  # 320 ms of silence first
     assert observe([1000, 7, 5000, 333, audio.size - 6340]) == whole
+
+
+@pytest.mark.parametrize("cost_s", [0.01, 0.1])
+def test_partials_over_the_assistant_keep_within_the_units_recognition_budget(
+    interruption: np.ndarray, cost_s: float
+) -> None:
+    """Talked over, a partial is due every sub-step, but a unit runs one only while its
+    recognition so far plus the latest partial's cost fits the budget; the policy reads the
+    latest partial meanwhile. Recognition costs are data here (a fake clock for compute)."""
+    asr = WhisperAsr()
+    transcribe = asr.transcribe
+    runs: list[tuple[int, str]] = []  # (unit, "partial" | "final") of each recognition
+    unit = 0
+
+    def metered(audio: np.ndarray, **kwargs: Any) -> Transcript:
+        runs.append((unit, "partial" if kwargs.get("words") is False else "final"))
+        return replace(transcribe(audio, **kwargs), compute_s=cost_s)
+
+    asr.transcribe = metered  # type: ignore[method-assign]
+    transcriber = SegmentTranscriber(asr)
+    perception = Perception(SileroVad(), transcriber=transcriber, asr_partials=True)
+    state = SessionState(action=None)
+    audio = place(6.0, (0.3, interruption), (2.9, interruption))
+    state.turn = Turn(deque(), forced=True, total16=audio.size, intervals=[[0.0, audio.size]])
+    perception.bind(state)
+    cuts = substep_cuts(RATE, 5)
+    previous = ""
+    for unit in range(6):
+        acc = UnitAccount()
+        for k in range(5):
+            before = len(runs)
+            perception.take_in(audio[unit * RATE + cuts[k] : unit * RATE + cuts[k + 1]], acc)
+            finals = len(runs)
+            obs = perception.observe(unit, k, 5, acc)
+            talked_over = OVERLAP_PARTIAL_MIN_S + 0.2 <= transcriber.open_s
+            if talked_over and transcriber.open_s <= OVERLAP_PARTIAL_WINDOW_S:
+                if finals == before and len(runs) == finals:
+                    assert obs.transcript == previous  # no partial run: the latest one stands
+            previous = obs.transcript
+        assert acc.asr_s == pytest.approx(cost_s * sum(u == unit for u, _ in runs))
+    per_unit = [sum(u == i and kind == "partial" for u, kind in runs) for i in range(6)]
+    if cost_s <= 0.01:
+        assert max(per_unit) >= 4, per_unit  # every sub-step of the overlap's first 1.2 s
+    else:
+        assert max(per_unit) == 2 and sum(per_unit) >= 4, per_unit  # 0.1 + 0.1 + 0.1 > 0.25
+    assert [kind for _, kind in runs].count("final") == 2, runs
+    print(f"partials per unit at {cost_s} s each: {per_unit}")
+    assert transcriber.partial_cost_s == cost_s
 
 
 def test_substep_cuts_split_a_unit_evenly_to_the_sample() -> None:

@@ -15,7 +15,7 @@ import importlib.util
 import itertools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -530,6 +530,48 @@ def test_asr_partials_grow_and_are_rate_limited(
             ages.append(got.audio_s)
     assert len(ages) >= 5 and ages[0] <= 0.45, ages
     assert 0.0 < seg.open_s <= 2.6
+
+
+def test_partials_are_not_rerun_with_the_full_window_and_can_wait_for_compute(
+    asr: WhisperAsr, scenes: list[Scene]
+) -> None:
+    """A partial that looks like a decoder loop is not re-run (the previous one stands);
+    ``compute=False`` never runs the model; recognition is added up for the caller's budget."""
+    calls: list[tuple[str, bool]] = []
+    loop: list[bool] = []  # make the next result look like a decoder loop
+    transcribe = asr.transcribe
+
+    def spy(audio: np.ndarray, *, words: bool | None = None, retry: bool = True) -> Transcript:
+        got = transcribe(audio, words=words, retry=retry)
+        calls.append(("partial" if words is False else "final", retry))
+        text = " ".join(["stop"] * 12) if loop and loop.pop() else got.text
+        return replace(got, text=text, compute_s=0.125)
+
+    asr.transcribe = spy  # type: ignore[method-assign]
+    try:
+        sc = scenes[0]
+        seg = SegmentTranscriber(asr)
+        start = sc.start + RATE // 2  # half a second into the sentence: the model hears speech
+        seg.feed(sc.signal[:start], [VadEvent("start", sc.start, 0.9)])
+        first = seg.partial()
+        assert first is not None and first.text and seg.compute_s == 0.125
+        assert seg.partial_cost_s == 0.125 and calls == [("partial", False)]
+        seg.feed(sc.signal[start : start + RATE])
+        loop.append(True)
+        assert seg.partial() is first  # the loop-like result is not used ...
+        assert seg.degenerate_partials == 1 and asr.fallbacks == 0  # ... nor re-run
+        assert calls == [("partial", False)] * 2
+        assert seg.partial() is first  # and it counts for the rate limit
+        seg.feed(sc.signal[start + RATE : start + 2 * RATE])
+        assert seg.partial(compute=False) is first and len(calls) == 2  # no model run
+        newer = seg.partial()
+        assert newer is not first and len(newer.text) >= len(first.text) and len(calls) == 3
+        (final,) = seg.feed(np.zeros(0, np.float32), [VadEvent("end", sc.end, 2.0)])
+        assert calls[-1] == ("final", True)  # a final is re-run where it must be
+        assert final.kind == "final" and seg.compute_s == 4 * 0.125
+        assert seg.partial(compute=False) is None  # no utterance open
+    finally:
+        asr.transcribe = transcribe  # type: ignore[method-assign]
 
 
 def test_asr_base_model_joined_from_two_packages(

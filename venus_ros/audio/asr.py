@@ -61,6 +61,7 @@ __all__ = [
     "Transcript",
     "WhisperAsr",
     "Word",
+    "looks_degenerate",
     "resolve_whisper_model",
     "vocabulary_prompt",
 ]
@@ -367,7 +368,9 @@ class WhisperAsr:
         frames = max(frames, self.fit_min_frames)
         return min(_FULL_FRAMES, frames + frames % 2)
 
-    def transcribe(self, segment16k: Any, *, words: bool | None = None) -> Transcript:
+    def transcribe(
+        self, segment16k: Any, *, words: bool | None = None, retry: bool = True
+    ) -> Transcript:
         """Recognises one segment (16 kHz mono; any length, long ones in 30 s windows).
 
         The input is validated like :func:`venus_ros.audio.vad.as_float32_mono` (int16 scaled,
@@ -379,6 +382,9 @@ class WhisperAsr:
             words: Align words for this call (None: ``word_timestamps``); False leaves the
                 transcript's words empty and saves the alignment (p90 ~35 ms on a 0.3-0.9 s
                 partial, tiny.en on 2 cores).
+            retry: Re-run a "fit" result that looks like a decoder loop with the full window
+                (~0.3 s more for tiny.en on 2 cores); False returns it as it is (a caller that
+                can do without it checks :func:`looks_degenerate`).
 
         Raises:
             ValueError: Malformed samples.
@@ -394,7 +400,7 @@ class WhisperAsr:
             t0 = time.perf_counter()
             frames = self._window_frames(x.size)
             text, found, language = self._run(x, frames, aligned)
-            if frames < _FULL_FRAMES and _degenerate(text, audio_s):
+            if retry and frames < _FULL_FRAMES and looks_degenerate(text, audio_s):
                 # A short encoder window can send the decoder into a repetition loop; the full
                 # 30 s window is Whisper's trained condition.
                 self.fallbacks += 1
@@ -440,7 +446,7 @@ def max_tokens(audio_s: float) -> int:
     return math.ceil(10.0 * max(audio_s, 1.0)) + 8
 
 
-def _degenerate(text: str, audio_s: float) -> bool:
+def looks_degenerate(text: str, audio_s: float) -> bool:
     """Whether a transcript looks like a decoder loop: highly compressible text (the ratio
     faster-whisper uses, > 2.4) or more than 6 words per second of audio."""
     if not text:
@@ -477,7 +483,14 @@ class SegmentTranscriber:
       only once ``partial_interval_s`` of new audio has arrived since the previous one (and at
       least ``min_partial_s`` is open); otherwise the previous partial is returned unchanged.
       Each computed partial costs one Whisper run on up to ``max_segment_s`` of audio, and that
-      compute is charged to the recogniser's meter.
+      compute is charged to the recogniser's meter. A partial that looks like a decoder loop
+      (:func:`looks_degenerate`) is not re-run with Whisper's full window, as a final would be
+      (~0.3 s on 2 cores, for a transcript the next partial replaces): the previous partial
+      stands (counted in :attr:`degenerate_partials`). ``partial(compute=False)`` never runs
+      the model: it returns the latest partial, for a caller out of compute budget.
+    * :attr:`compute_s` adds up the recognition it has run (finals, pieces, partials and
+      speculation) and :attr:`partial_cost_s` is the latest computed partial's cost, so a
+      caller can charge recognition to the unit that caused it and budget the next partial.
     * Speculation: pass the VAD's :attr:`~venus_ros.audio.vad.SileroVad.pending_end` to
       :meth:`feed`. When the VAD sees a tentative end of speech, the utterance up to it is
       transcribed at once, while the VAD still waits ``min_silence_ms`` to confirm; if the
@@ -514,6 +527,11 @@ class SegmentTranscriber:
         self.lead_in_samples = round(lead_in_s * SAMPLE_RATE)
         self.speculations = 0  # speculative recognitions run
         self.speculation_hits = 0  # finals served from one
+        self.degenerate_partials = 0  # partials that looked like a decoder loop (not used)
+        #: Seconds of recognition run so far (never reset: the caller takes differences).
+        self.compute_s = 0.0
+        #: Seconds the latest computed partial took (0.0 before the first).
+        self.partial_cost_s = 0.0
         self._lock = threading.RLock()
         self.reset()
 
@@ -547,8 +565,11 @@ class SegmentTranscriber:
 
     def _transcribe(self, start: int, end: int, kind: str) -> Transcript:
         # a partial is read for its words, not their times: no alignment
-        aligned = False if kind == "partial" else None
-        got = self.asr.transcribe(self._audio(start, end), words=aligned)
+        partial = kind == "partial"
+        got = self.asr.transcribe(
+            self._audio(start, end), words=False if partial else None, retry=not partial
+        )
+        self.compute_s += got.compute_s
         offset = start / SAMPLE_RATE
         words = [replace(w, start=w.start + offset, end=w.end + offset) for w in got.words]
         return replace(got, words=words, start=offset, kind=kind)  # type: ignore[arg-type]
@@ -676,7 +697,11 @@ class SegmentTranscriber:
             return max(self._pos - self._voice_start, 0) / SAMPLE_RATE
 
     def partial(
-        self, *, interval_s: float | None = None, min_s: float | None = None
+        self,
+        *,
+        interval_s: float | None = None,
+        min_s: float | None = None,
+        compute: bool = True,
     ) -> Transcript | None:
         """A transcript of the utterance in progress (rate-limited; see the class docstring).
 
@@ -684,6 +709,8 @@ class SegmentTranscriber:
             interval_s: Rate limit for this call instead of ``partial_interval_s`` (a caller
                 that needs the words sooner, e.g. while the user talks over the assistant).
             min_s: Least open audio for this call instead of ``min_partial_s``.
+            compute: False: never run the model; the latest partial of the open utterance
+                (or None), even where a new one is due.
 
         Returns None when no utterance is open or too little of it has been heard.
         """
@@ -696,9 +723,15 @@ class SegmentTranscriber:
                 return None
             if self._pos - self._voice_start < least and not self._pieces:
                 return None
-            if self._partial is not None and self._pos - self._partial_at < interval:
+            if not compute or (
+                self._partial is not None and self._pos - self._partial_at < interval
+            ):
                 return self._partial
             last = self._transcribe(self._piece_start, self._pos, "partial")
-            self._partial = self._joined(last, "partial")
+            self.partial_cost_s = last.compute_s
             self._partial_at = self._pos
+            if looks_degenerate(last.text, last.audio_s):
+                self.degenerate_partials += 1
+                return self._partial
+            self._partial = self._joined(last, "partial")
             return self._partial

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FRAME_S",
     "FRAME_SAMPLES",
+    "OVERLAP_PARTIAL_BUDGET_S",
     "OVERLAP_PARTIAL_INTERVAL_S",
     "OVERLAP_PARTIAL_MIN_S",
     "OVERLAP_PARTIAL_WINDOW_S",
@@ -58,7 +59,13 @@ OVERLAP_PARTIAL_MIN_S = 0.25
 """... from this much of it on ..."""
 OVERLAP_PARTIAL_WINDOW_S = 1.2
 """... for its first this many seconds (then at the transcriber's own rate): whether speech
-over the assistant is an interruption is read from its first words."""
+over the assistant is an interruption is read from its first words ..."""
+OVERLAP_PARTIAL_BUDGET_S = 0.25
+"""... as long as the unit's recognition so far plus the latest partial's cost stays within
+this many seconds; a partial that does not fit waits for the next sub-step (the next unit
+starts a new budget), and the policy reads the latest partial meanwhile. Recognition is the
+unit's dominant cost (a tiny.en partial ~0.1 s on 2 cores, five sub-steps per unit), and the
+unit must leave room for a final transcript and the rest of its work."""
 
 
 class PerceptionError(FrontendError):
@@ -168,6 +175,7 @@ class UnitAccount:
     speech_energy: float = 0.0
     overlap: int = 0
     frames_start: float | None = None
+    asr_s: float = 0.0  # recognition run for this unit, in seconds of compute
 
 
 class Perception:
@@ -230,9 +238,11 @@ class Perception:
         y = self._aec.process(x) if self._aec is not None else x
         events = self._vad.process(y)
         if self._transcriber is not None:
+            spent = self._transcriber.compute_s
             for transcript in self._transcriber.feed(y, events):
                 if transcript.kind == "final" and transcript.text:
                     self.state.user_texts.append(transcript.text)
+            acc.asr_s += self._transcriber.compute_s - spent
         self.state.mic_pos += x.size
         buf = np.concatenate((self.state.frame_buf, y)) if self.state.frame_buf.size else y
         count = buf.size // FRAME_SAMPLES
@@ -305,13 +315,17 @@ class Perception:
         if self.asr_partials and self._transcriber is not None:
             asr = self._transcriber
             partial = None
+            spent = asr.compute_s
             if self.state.turn is not None and 0.0 < asr.open_s <= OVERLAP_PARTIAL_WINDOW_S:
                 # talked over: the words decide whether to stop, so they are wanted sooner
                 partial = asr.partial(
-                    interval_s=OVERLAP_PARTIAL_INTERVAL_S, min_s=OVERLAP_PARTIAL_MIN_S
+                    interval_s=OVERLAP_PARTIAL_INTERVAL_S,
+                    min_s=OVERLAP_PARTIAL_MIN_S,
+                    compute=acc.asr_s + asr.partial_cost_s <= OVERLAP_PARTIAL_BUDGET_S,
                 )
             elif substep == substeps - 1:  # otherwise at the boundary, at the transcriber's rate
                 partial = asr.partial()
+            acc.asr_s += asr.compute_s - spent
             transcript = partial.text if partial is not None else ""
         turn = self.state.turn
         spoken = remaining = 0.0
