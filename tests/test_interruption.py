@@ -13,9 +13,12 @@ from test_floor_policy import CountingEmbedder, make_obs, overlapping
 
 from venus_ros.frontends.cascade.floor import (
     INTERRUPTION_PATH,
+    LEVEL_MIN_SPEECH_S,
     MODEL_PATH,
     SUBSTEPS,
+    UTTERANCE_GAP_S,
     TrainedFloorPolicy,
+    UtteranceLevel,
 )
 from venus_ros.frontends.cascade.texthead import TextHead
 from venus_ros.frontends.policy import FloorAction
@@ -263,6 +266,60 @@ def test_a_final_transcript_over_the_turn_is_read_when_there_is_no_partial(
     )
     assert earlier.decide(ended) is FloorAction.KEEP_SPEAKING
     assert earlier.decide(replace(ended, user_text="Stop. Wait.")) is FloorAction.YIELD
+
+
+def test_a_final_is_read_at_the_level_of_its_words_not_of_a_fading_end(tmp_path: Path) -> None:
+    """The unit that holds an utterance's last frames can hold a tenth of a second of its
+    fading end, far below its words: the level stays that of the latest unit with at least
+    LEVEL_MIN_SPEECH_S of speech, so the final is read; a whole utterance that quiet is not."""
+    spoken = overlapping(substep=1, substeps=SUBSTEPS, turn_overlap_s=0.6)
+    tail = replace(
+        spoken,
+        substep=2,
+        user_speech_s=0.1,
+        user_speech_db=-40.0,
+        user_speaking=False,
+        trailing_silence_s=0.2,
+        turn_overlap_s=0.7,
+    )
+    ended = replace(tail, substep=3, user_text="Quiet, please.")
+    policy = policy_with(tmp_path, 0.95)
+    assert policy.decide(spoken) is FloorAction.KEEP_SPEAKING  # no words yet
+    assert policy.decide(tail) is FloorAction.KEEP_SPEAKING
+    assert policy.decide(ended) is FloorAction.YIELD
+    assert LEVEL_MIN_SPEECH_S > 0.1
+    far = policy_with(tmp_path, 0.95)  # the words themselves were that quiet: a TV
+    assert far.decide(replace(spoken, user_speech_db=-40.0)) is FloorAction.KEEP_SPEAKING
+    assert far.decide(tail) is FloorAction.KEEP_SPEAKING
+    assert far.decide(ended) is FloorAction.KEEP_SPEAKING and far.last_interruption is None
+    # a quiet onset with words already (less than LEVEL_MIN_SPEECH_S so far) is that quiet
+    onset = replace(tail, trailing_silence_s=0.0, user_speech_s=0.19, transcript="No.")
+    assert policy_with(tmp_path, 0.95).decide(onset) is FloorAction.KEEP_SPEAKING
+    # a new utterance, after a pause that ends the loud one, is read at its own level
+    loud = policy_with(tmp_path, 0.95)
+    assert loud.decide(spoken) is FloorAction.KEEP_SPEAKING
+    pause = replace(tail, user_speech_s=0.0, trailing_silence_s=UTTERANCE_GAP_S)
+    assert loud.decide(pause) is FloorAction.KEEP_SPEAKING
+    assert loud.decide(onset) is FloorAction.KEEP_SPEAKING
+    assert loud.decide(replace(onset, user_speech_db=-25.0)) is FloorAction.YIELD
+
+
+def test_an_utterance_level_is_its_loudest_unit_with_enough_speech() -> None:
+    level = UtteranceLevel()
+    assert level.db is None
+    level.update(overlapping(user_speech_s=0.1, user_speech_db=-40.0))
+    assert level.db == -40.0  # only an onset so far
+    level.update(overlapping(user_speech_s=0.5, user_speech_db=-24.0))
+    level.update(overlapping(user_speech_s=0.6, user_speech_db=-27.0))
+    level.update(overlapping(user_speech_s=0.1, user_speech_db=-38.0, trailing_silence_s=0.3))
+    level.update(overlapping(user_speech_s=0.0, trailing_silence_s=0.5))
+    assert level.db == -24.0  # the fading end and the silence after it change nothing
+    level.update(overlapping(user_speech_s=0.0, trailing_silence_s=UTTERANCE_GAP_S))
+    assert level.db == -24.0  # kept until new speech
+    level.update(overlapping(user_speech_s=0.3, user_speech_db=-33.0, trailing_silence_s=0.0))
+    assert level.db == -33.0
+    level.reset()
+    assert level.db is None
 
 
 def test_a_final_transcript_is_read_against_the_heads_final_threshold(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from venus_ros.frontends.perception import (
     substep_cuts,
 )
 from venus_ros.frontends.policy import (
+    RESTART_GAP_S,
     FloorAction,
     FloorObservation,
     FloorPolicy,
@@ -238,6 +239,35 @@ def test_the_session_path_hears_as_audio_arrives_and_stops_early(interruption: n
     (reply_whole, *_) = [begin for begin, _ in spans[0] if begin >= late[0].t - 1e-6]
     assert reply == pytest.approx(asked.t, abs=0.03) and reply < reply_whole - 0.1
     assert sessions[1].early_starts and sessions[1].early_starts[0].speech is not None
+
+
+class StopsAtTheWordsAndAnswersAtOnce(FloorPolicy):
+    """Yields at the boundary after a final transcript of speech over the turn is in;
+    answers it at once."""
+
+    def decide(self, obs: FloorObservation) -> FloorAction:
+        if obs.assistant_speaking:
+            yields = obs.user_text and obs.is_boundary
+            return FloorAction.YIELD if yields else FloorAction.KEEP_SPEAKING
+        return FloorAction.START_SPEAKING if obs.user_text else FloorAction.KEEP_LISTENING
+
+
+def test_after_stopping_for_the_user_the_assistant_keeps_silent_before_it_speaks_again(
+    interruption: np.ndarray,
+) -> None:
+    """A stop read from the user's whole words comes when they have ended; a policy that
+    would answer at the next sub-step still waits RESTART_GAP_S after the stop (resumed within
+    half a second, speech is heard as the same turn going on)."""
+    audio = place(7.0, (2.3, interruption))
+    frontend = fine(StopsAtTheWordsAndAnswersAtOnce(), asr=True)
+    session = run_offline(audio, RATE, frontend, clock=FakeClock())
+    (stop,) = session.timeline.snapshot().of_kind(Kind.FLUSH)
+    assert "early" not in stop.payload  # at a boundary
+    (reply, *_) = [t for t, _ in session.playback.played_audio if t > stop.t]
+    asked = [o for o in frontend.observations if o.t > stop.t and not o.assistant_speaking]
+    wanted = next(o.t for o in asked if frontend.policy.decide(o) is FloorAction.START_SPEAKING)
+    assert wanted < stop.t + RESTART_GAP_S - 0.1  # it would have spoken sooner
+    assert stop.t + RESTART_GAP_S - 1e-3 <= reply <= stop.t + RESTART_GAP_S + 0.2 + 1e-3
 
 
 class KeepsThroughShortBursts(NeverYield):

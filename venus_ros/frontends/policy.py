@@ -96,6 +96,7 @@ __all__ = [
     "ACKNOWLEDGEMENTS",
     "CHECK_PHRASE",
     "FRAME_S",
+    "RESTART_GAP_S",
     "Delegator",
     "FloorAction",
     "FloorObservation",
@@ -118,6 +119,12 @@ CHECK_PHRASE = "Let me check."
 """What the assistant says when it delegates a request."""
 ACKNOWLEDGEMENTS = ("Okay.", "Sure.", "I see.", "Got it.", "Alright.")
 """Acknowledgement templates, used in this order, round robin."""
+RESTART_GAP_S = 0.6
+"""After it stops for the user, the assistant keeps silent at least this long before it
+speaks again: speech that resumes within about half a second of being cut off is heard as
+the same turn going on, not as a stop and a reply (Full-Duplex-Bench's timing merges a
+model's speech across gaps up to 0.5 s for the same reason). A short "Hold on." ends
+about when the assistant stops, so its reply would otherwise follow the cut at once."""
 
 _BACKEND = re.compile(r"<backend>(.*?)</backend>", re.DOTALL)
 _EPS = 1e-9
@@ -834,6 +841,8 @@ class PolicyFrontend(Frontend):
         at, hearing.start_at = hearing.start_at, None
         if self.state.turn is not None or self._stop_pending or hearing.broken:
             return None
+        if not self._may_restart(at):
+            return None
         if not self.state.backend:
             request = self._request()
             if request is None or not self.responder.ready(request):
@@ -986,7 +995,11 @@ class PolicyFrontend(Frontend):
                 out = self._emit(boundary)
         elif early:  # a turn begun since the last boundary, already played out
             out = UnitOutput(Decision.LISTEN)
-        elif action is FloorAction.START_SPEAKING and (response := self._respond()) is not None:
+        elif (
+            action is FloorAction.START_SPEAKING
+            and self._may_restart(boundary)
+            and (response := self._respond()) is not None
+        ):
             self._begin_response(response)
             began = response.kind
             out = self._emit(boundary)
@@ -1129,6 +1142,13 @@ class PolicyFrontend(Frontend):
         for part in self.session_parts:
             part.on_turn_yielded(self)
         self._abandon_turn(position)
+        self.state.stopped_at = float(position)
+
+    def _may_restart(self, position: int) -> bool:
+        """Whether a turn may start playing at mic sample ``position``: not within
+        :data:`RESTART_GAP_S` of where the assistant last stopped for the user."""
+        stopped = self.state.stopped_at
+        return stopped is None or position - stopped >= RESTART_GAP_S * SAMPLE_RATE - _EPS
 
     def _abandon_turn(self, boundary: int) -> None:
         """Forget the current turn; its audio stops playing at ``boundary`` (the flush)."""

@@ -77,15 +77,18 @@ __all__ = [
     "BACKEND_SILENCE_S",
     "FEATURE_VERSION",
     "INTERRUPTION_PATH",
+    "LEVEL_MIN_SPEECH_S",
     "MIN_START_SILENCE_S",
     "MODEL_PATH",
     "SUBSTEPS",
     "TEXT_DIM",
     "UNANSWERED_SILENCE_S",
+    "UTTERANCE_GAP_S",
     "FloorFeatures",
     "FloorModel",
     "FloorState",
     "TrainedFloorPolicy",
+    "UtteranceLevel",
     "acoustic_features",
     "build_onnx",
     "calls_someone_else",
@@ -107,6 +110,13 @@ MIN_INTERRUPT_OVERLAP_S = 0.2
 INTERRUPT_QUIET_DB = 7.0
 """Speech this far below the user's running level (a TV, someone across the room) never stops
 the assistant on the head's word alone."""
+LEVEL_MIN_SPEECH_S = 0.2
+"""Voiced speech a unit needs for its level to count as its utterance's level
+(:class:`UtteranceLevel`): a unit with less holds only an utterance's onset or its fading
+last frames (measured 12 dB under the words on a training-split "Quiet, please.")."""
+UTTERANCE_GAP_S = 0.8
+"""Silence that ends an utterance for :class:`UtteranceLevel` (longer than the VAD's 0.3 s
+hangover plus a sub-step, so the final transcript is still read at its utterance's level)."""
 CONFIDENT_YIELD = 0.99
 """A boundary whose ``p_yield`` reaches this yields at once, without the ``yield_count`` streak:
 one such boundary was rare in remarks to others (0-4 % of them on training-split suites), and
@@ -477,7 +487,8 @@ class TrainedFloorPolicy(FloorPolicy):
     sub-step: the assistant stops within about half a second of a clear "wait" or "stop". Where
     there is no partial (a short "Stop." can end before one, and partials thin out after the
     first second), the final transcripts since the assistant took the floor are read instead,
-    at the level of the latest unit with speech, against the head's threshold for a complete
+    at the level of their utterance (:class:`UtteranceLevel`; partials too), against the
+    head's threshold for a complete
     utterance (``final_threshold``, chosen with the partials' by the trainer on what the
     recogniser makes of whole training utterances). The boundary after such a stop sees it as a
     yield (the answer follows the user's end). Below the threshold the boundary model decides
@@ -585,7 +596,8 @@ class TrainedFloorPolicy(FloorPolicy):
         self.last_interruption: float | None = None
         self._scored: tuple[str, float] | None = None
         #: Level of the latest unit with user speech heard over the current turn (dBFS).
-        self._heard_db = PRIOR_USER_DB
+        #: Level of the user's latest utterance heard over the current turn.
+        self._level = UtteranceLevel()
         #: The finals as the assistant took the floor (a turn that does not answer them, a
         #: backend reply, leaves them in ``user_text``: only newer ones are read over it).
         self._before_turn = ""
@@ -603,13 +615,11 @@ class TrainedFloorPolicy(FloorPolicy):
 
         The text is the partial transcript of the utterance in progress, or, when there is
         none (a short "Stop." ends before a partial, or its partial window is over), the
-        final transcripts of the speech over this turn. Its level is that
-        of the unit so far, or of the latest unit with speech in this turn when the unit is
-        silent (the final comes after the speech ends)."""
+        final transcripts of the speech over this turn. Its level is that of the utterance
+        (:class:`UtteranceLevel`; the final comes after the speech ends)."""
         if self.interruption is None or not obs.assistant_speaking:
             return False
-        if obs.user_speech_s > 0:
-            self._heard_db = obs.user_speech_db
+        self._level.update(obs)
         finals = obs.user_text
         if self._before_turn and finals.startswith(self._before_turn):
             finals = finals[len(self._before_turn) :]  # said before the turn (a backend reply's)
@@ -617,8 +627,8 @@ class TrainedFloorPolicy(FloorPolicy):
         text = partial or finals.strip()
         if not text or obs.turn_overlap_s < MIN_INTERRUPT_OVERLAP_S:
             return False
-        below = self.user_db - (obs.user_speech_db if obs.user_speech_s > 0 else self._heard_db)
-        if below > INTERRUPT_QUIET_DB:
+        level = self._level.db
+        if level is not None and self.user_db - level > INTERRUPT_QUIET_DB:
             return False
         if self._scored is None or self._scored[0] != text:
             # a partial is kept between recognitions: score each text once, not per sub-step
@@ -636,7 +646,7 @@ class TrainedFloorPolicy(FloorPolicy):
     def decide(self, obs: FloorObservation) -> FloorAction:
         """The action at an observation (see the class docstring)."""
         if not obs.assistant_speaking:
-            self._heard_db = self.user_db
+            self._level.reset()
             self._before_turn = obs.user_text
         elsewhere = obs.assistant_speaking and self.said_to_someone_else(obs)
         interrupted = not elsewhere and self.interrupts(obs)
@@ -688,6 +698,47 @@ class TrainedFloorPolicy(FloorPolicy):
             or (_after_yield(obs, self.features.state) and silence >= AFTER_YIELD_SILENCE_S)
             or silence >= UNANSWERED_SILENCE_S
         )
+
+
+class UtteranceLevel:
+    """The level of the user's latest utterance, from the observations of its units.
+
+    An utterance's level is that of its loudest unit with at least
+    :data:`LEVEL_MIN_SPEECH_S` of voiced speech, or, while it has none, of its latest unit with
+    any: units with less hold only its onset or its fading end. It stays after the speech ends
+    (the final transcript comes later) until :data:`UTTERANCE_GAP_S` of silence has passed and
+    new speech begins. Sub-step observations cover their unit so far, so a unit is counted as
+    often as it is observed; the maximum does not mind.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the utterance (nothing heard)."""
+        self._full: float | None = None
+        self._any: float | None = None
+        self._ended = True
+
+    def update(self, obs: FloorObservation) -> None:
+        """Take in one observation."""
+        if obs.trailing_silence_s >= UTTERANCE_GAP_S:
+            self._ended = True
+            return
+        if obs.user_speech_s <= 0.0:
+            return
+        if self._ended:
+            self._full = self._any = None
+            self._ended = False
+        self._any = obs.user_speech_db
+        if obs.user_speech_s >= LEVEL_MIN_SPEECH_S:
+            full = self._full if self._full is not None else obs.user_speech_db
+            self._full = max(full, obs.user_speech_db)
+
+    @property
+    def db(self) -> float | None:
+        """The utterance's level in dBFS (None before any speech)."""
+        return self._full if self._full is not None else self._any
 
 
 def calls_someone_else(text: str, name: str = "Venus") -> bool:

@@ -39,6 +39,8 @@ class SessionState:
         turn: The assistant's turn in progress (None while listening).
         turn_overlap: Voiced user frames over that turn's audio.
         play_end: Microphone sample where the emitted audio stops playing.
+        stopped_at: Microphone sample where the assistant last stopped for the user (a
+            yield; None before any).
         ref_end: Echo canceller stream sample just past the reference given.
         intervals: Where the assistant's audio plays, microphone samples ``[start, end)``.
         backend: Backend replies received and not yet spoken.
@@ -66,6 +68,7 @@ class SessionState:
     turn: Any = None
     turn_overlap: int = 0
     play_end: float = 0.0
+    stopped_at: float | None = None
     ref_end: float = 0.0
     intervals: deque[list[float]] = field(default_factory=deque)
     backend: deque[str] = field(default_factory=deque)
