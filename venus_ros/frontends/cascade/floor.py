@@ -477,7 +477,8 @@ class TrainedFloorPolicy(FloorPolicy):
     (the floor was given to the user, so it is taken back when they stop).
 
     **Stopping between boundaries.** While the assistant speaks, the partial transcript of user
-    speech over it (the frontend transcribes it every 0.2 s from 0.25 s on) is scored by the
+    speech over it (the frontend transcribes it every 0.2 s from 0.25 s on, as far as each
+    unit's recognition budget allows: ``OVERLAP_PARTIAL_BUDGET_S``) is scored by the
     interruption head (:class:`~venus_ros.frontends.cascade.texthead.TextHead`, trained by
     :mod:`venus_ros.training.interruption` on what Whisper makes of the first second of
     training interruptions, backchannels, remarks to others, background talk and the
