@@ -489,11 +489,10 @@ class TrainedFloorPolicy(FloorPolicy):
     there is no partial (a short "Stop." can end before one, and partials thin out after the
     first second), the final transcripts since the assistant took the floor are read instead,
     at the level of their utterance (:class:`UtteranceLevel`; partials too), against the
-    head's threshold for a complete
-    utterance (``final_threshold``, chosen with the partials' by the trainer on what the
-    recogniser makes of whole training utterances). The boundary after such a stop sees it as a
-    yield (the answer follows the user's end). Below the threshold the boundary model decides
-    as before.
+    head's threshold for a complete utterance (``final_threshold``, chosen with the partials'
+    by the trainer on what the recogniser makes of whole training utterances). The boundary
+    after such a stop sees it as a yield (the answer follows the user's end). Below the
+    threshold the boundary model decides as before.
 
     Args:
         path: The ONNX model (default :data:`MODEL_PATH`).
@@ -596,7 +595,6 @@ class TrainedFloorPolicy(FloorPolicy):
         self.last_probs: tuple[float, float] = (0.0, 0.0)
         self.last_interruption: float | None = None
         self._scored: tuple[str, float] | None = None
-        #: Level of the latest unit with user speech heard over the current turn (dBFS).
         #: Level of the user's latest utterance heard over the current turn.
         self._level = UtteranceLevel()
         #: The finals as the assistant took the floor (a turn that does not answer them, a
