@@ -94,13 +94,14 @@ def test_perception_accounts_frames_and_speech_whatever_the_piece_sizes(
     assert observe([1000, 7, 5000, 333, audio.size - 6340]) == whole
 
 
-@pytest.mark.parametrize("cost_s", [0.01, 0.1])
+@pytest.mark.parametrize("cost_s", [0.01, 0.1, 0.4])
 def test_partials_over_the_assistant_keep_within_the_units_recognition_budget(
     interruption: np.ndarray, cost_s: float
 ) -> None:
     """Talked over, a partial is due every sub-step, but a unit runs one only while its
-    recognition so far plus the latest partial's cost fits the budget; the policy reads the
-    latest partial meanwhile. Recognition costs are data here (a fake clock for compute)."""
+    recognition so far plus the latest partial's cost fits the budget (or it has run none: a
+    slow machine still gets one per unit); the policy reads the latest partial meanwhile.
+    Recognition costs are data here (a fake clock for compute)."""
     asr = WhisperAsr()
     transcribe = asr.transcribe
     runs: list[tuple[int, str]] = []  # (unit, "partial" | "final") of each recognition
@@ -135,8 +136,10 @@ def test_partials_over_the_assistant_keep_within_the_units_recognition_budget(
     per_unit = [sum(u == i and kind == "partial" for u, kind in runs) for i in range(6)]
     if cost_s <= 0.01:
         assert max(per_unit) >= 4, per_unit  # every sub-step of the overlap's first 1.2 s
-    else:
+    elif cost_s <= 0.1:
         assert max(per_unit) == 2 and sum(per_unit) >= 4, per_unit  # 0.1 + 0.1 + 0.1 > 0.25
+    else:
+        assert max(per_unit) == 1 and sum(per_unit) >= 3, per_unit  # the first of each unit
     assert [kind for _, kind in runs].count("final") == 2, runs
     print(f"partials per unit at {cost_s} s each: {per_unit}")
     assert transcriber.partial_cost_s == cost_s

@@ -63,9 +63,11 @@ over the assistant is an interruption is read from its first words ..."""
 OVERLAP_PARTIAL_BUDGET_S = 0.25
 """... as long as the unit's recognition so far plus the latest partial's cost stays within
 this many seconds; a partial that does not fit waits for the next sub-step (the next unit
-starts a new budget), and the policy reads the latest partial meanwhile. Recognition is the
-unit's dominant cost (a tiny.en partial ~0.1 s on 2 cores, five sub-steps per unit), and the
-unit must leave room for a final transcript and the rest of its work."""
+starts a new budget), and the policy reads the latest partial meanwhile. A unit that has run
+no recognition yet always may (on a machine where one partial costs more than the budget, one
+per unit). Recognition is the unit's dominant cost (a tiny.en partial ~0.1 s on 2 cores, five
+sub-steps per unit), and the unit must leave room for a final transcript and the rest of its
+work."""
 
 
 class PerceptionError(FrontendError):
@@ -321,7 +323,8 @@ class Perception:
                 partial = asr.partial(
                     interval_s=OVERLAP_PARTIAL_INTERVAL_S,
                     min_s=OVERLAP_PARTIAL_MIN_S,
-                    compute=acc.asr_s + asr.partial_cost_s <= OVERLAP_PARTIAL_BUDGET_S,
+                    compute=acc.asr_s <= 0.0
+                    or acc.asr_s + asr.partial_cost_s <= OVERLAP_PARTIAL_BUDGET_S,
                 )
             elif substep == substeps - 1:  # otherwise at the boundary, at the transcriber's rate
                 partial = asr.partial()
