@@ -731,8 +731,8 @@ class UtteranceLevel:
             self._ended = False
         self._any = obs.user_speech_db
         if obs.user_speech_s >= LEVEL_MIN_SPEECH_S:
-            full = self._full if self._full is not None else obs.user_speech_db
-            self._full = max(full, obs.user_speech_db)
+            db = obs.user_speech_db
+            self._full = db if self._full is None else max(self._full, db)
 
     @property
     def db(self) -> float | None:
