@@ -94,6 +94,21 @@ def test_a_continuing_multi_sentence_answer_is_resume_for_every_category(embed) 
         assert judge.label(case).label == "resume", user
 
 
+def test_an_answer_carried_on_is_resume_though_a_misheard_word_matches_the_overlap(
+    embed,
+) -> None:
+    judge = OfflineJudge(embed=embed)
+    answer = "Rinse the pan while it is still warm, dry it on the stove, and rub in a drop of oil."
+    before = "Rinse the pan"
+    carried = "while it is still warm, dry it on the stove, and rub in a drop and boil."  # "of oil"
+    case = JudgeCase("Noah, the kettle is boiling!", before, carried, answer)
+    assert judge.label(case).label == "resume"
+    # the answer's own words after the overlap's are a reply to it
+    reply = "Boiling water would crack it, dry it on the stove instead."
+    case = JudgeCase("Wait, can I use boiling water?", before, reply, answer)
+    assert judge.label(case).label == "respond"
+
+
 def test_the_judge_without_embeddings_is_deterministic_and_mostly_right() -> None:
     judge = OfflineJudge()
     cases = _cases()

@@ -44,6 +44,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from typing import Any, Protocol
 
 import numpy as np
@@ -51,6 +52,8 @@ import numpy as np
 from venus_ros.eval.numbers import parse_number
 
 __all__ = [
+    "CARRY_ON_MATCHED",
+    "CARRY_ON_WORDS",
     "FDB_LABELS",
     "LABELS",
     "Embedder",
@@ -63,6 +66,7 @@ __all__ = [
     "Transcriber",
     "Verdict",
     "WhisperTranscriber",
+    "carries_on",
     "fdb_transcript",
     "judge_window",
     "make_judge",
@@ -242,6 +246,12 @@ _RESUME_OPENER = re.compile(
     r"^(?:anyway|anyhow|as i was saying|to continue|where was i|back to|so,? as i said|going on)"
 )
 _WORD = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*")
+#: Words at the start of the judged stretch compared with the answer's words not yet said at
+#: the overlap's onset (:func:`carries_on`) ...
+CARRY_ON_WORDS = 8
+#: ... and how many of them must be those words, in their order (some may be misheard, and the
+#: stretch may open by repeating words said just before the onset).
+CARRY_ON_MATCHED = 4
 
 
 def _stem(word: str) -> str:
@@ -266,6 +276,32 @@ def _content(text: str) -> list[str]:
     return out
 
 
+def _same_stem(a: str, b: str) -> bool:
+    """Whether two crude stems (:func:`_content`) are one word's ("tak" of "takes", "take")."""
+    return a == b or (min(len(a), len(b)) >= 3 and (a.startswith(b) or b.startswith(a)))
+
+
+def carries_on(after: str, before: str, reference: str, overlap_text: str) -> bool:
+    """Whether the judged stretch ``after`` opens by saying the answer in progress on from where
+    it stood at the overlap's onset, without a word of the overlap's: at least
+    :data:`CARRY_ON_MATCHED` of its first :data:`CARRY_ON_WORDS` words are the words of
+    ``reference`` that follow the ``before`` part, in their order, and none of those first words
+    is a content word of ``overlap_text``. Such a stretch ignored the overlap, whatever words of
+    the overlap's the answer itself goes on to say ("... rub in a drop of oil" over "the soup is
+    boiling!"); a reply that takes up the overlap's words first ("It takes about ten seconds"
+    for "how long does that take?") does not."""
+    answer = _WORD.findall(reference.casefold().replace("’", "'"))
+    opening = _WORD.findall(after.casefold().replace("’", "'"))[:CARRY_ON_WORDS]
+    if len(opening) < CARRY_ON_MATCHED or not answer:
+        return False
+    said_over = set(_content(overlap_text))
+    if any(_same_stem(a, b) for a in _content(" ".join(opening)) for b in said_over):
+        return False
+    unsaid = answer[len(_WORD.findall(before.casefold().replace("’", "'"))) :]
+    matcher = SequenceMatcher(None, opening, unsaid, autojunk=False)
+    return sum(block.size for block in matcher.get_matching_blocks()) >= CARRY_ON_MATCHED
+
+
 def _strip_generic(text: str) -> str:
     cleaned = text.casefold().replace("’", "'")
     for pattern in _GENERIC:
@@ -283,6 +319,8 @@ class OfflineJudge:
     2. a repeat / did-not-hear request and no content word shared with the overlap:
        ``uncertain``;
     3. content words left once generic phrases are removed (:data:`_GENERIC`); none: ``unknown``;
+       with a reference, a stretch that opens by saying the answer on from where it stood, with
+       none of the overlap's words (:func:`carries_on`): ``resume``;
     4. ``user``: share of those words found in the overlap's text; ``ref``: share found in the
        answer in progress (reference, else ``before``); with an embedder, also the cosine of the
        stretch with the overlap text (``sim_user``) and with the reference (``sim_ref``);
@@ -328,6 +366,8 @@ class OfflineJudge:
         ref = sum(w in answer_words for w in words) / n
         only_user = [w for w in words if w in user_words and w not in answer_words]
         scores = {"user": round(user, 3), "ref": round(ref, 3)}
+        if case.reference and carries_on(after, case.before, case.reference, case.overlap_text):
+            return Verdict("resume", "says the answer on from where it was", scores)
         sim_user = sim_ref = None
         if self.embed is not None and answer_text.strip() and case.overlap_text.strip():
             vectors = np.asarray(self.embed([residue, case.overlap_text, answer_text]))
