@@ -770,11 +770,15 @@ def test_commands_to_stop_or_wait_are_acknowledged_in_words_that_name_them() -> 
     assert command_of("Top.") is None
     assert command_of("Top, top.", tolerant=True) == "stop"
     responder = CascadeResponder(lambda _: True, capabilities=[])
-    replies = {t: responder.respond(request(t)).spoken for t in ("Stop.", "Hang on.", "Quiet.")}
+    said = ("Stop.", "Hang on.", "Hold up.", "Quiet.", "One sec, please.", "Just a moment.")
+    replies = {t: responder.respond(request(t)).spoken for t in said}
     assert replies == {
         "Stop.": "I'll stop.",
         "Hang on.": "I'll wait.",
+        "Hold up.": "I'll wait.",
         "Quiet.": "I'll be quiet.",
+        "One sec, please.": "Take a second.",  # the user's words said back where they fit
+        "Just a moment.": "Take a moment.",
     }
     top = responder.respond(request("Top."))
     assert top.kind == "delegate"  # nothing was cut off: a request like any other

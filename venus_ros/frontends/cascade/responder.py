@@ -636,9 +636,26 @@ _COMMAND_UNIT = re.compile(
     + rf"|(?P<courtesy>{_COURTESY})(?=\s|$)"
 )
 _COMMAND_REPLY = {name: reply for name, _, reply in COMMANDS}
+#: Acknowledgements that say the command back in the user's own words where those read as the
+#: assistant's too ("One second." -> "Take a second."): the user hears what was understood.
+#: ``(command, words, reply with {0} for them)``.
+_SAID_BACK: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    ("moment", re.compile(r"\b(moment|second|minute)\b"), "Take a {0}."),
+)
 _STOP_ACKS = frozenset([*_COMMAND_REPLY, "stopped"])
 #: Command words a misheard short command is taken for when one letter away ("top" -> "stop").
 _COMMAND_WORDS = ("stop", "wait", "quiet", "hold", "hang")
+
+
+def command_reply(command: str, text: str) -> str:
+    """The acknowledgement of ``command`` (a :data:`COMMANDS` name) as ``text`` put it: its
+    words said back where they fit (:data:`_SAID_BACK`), else the command's own."""
+    norm = re.sub(r"\bsec\b", "second", _normalise(text))
+    for name, words, reply in _SAID_BACK:
+        found = words.search(norm) if name == command else None
+        if found is not None:
+            return reply.format(found.group(1))
+    return _COMMAND_REPLY[command]
 
 
 def _one_edit(a: str, b: str) -> bool:
@@ -1669,7 +1686,7 @@ class CascadeResponder(Responder):
             return "user_ack", ""
         command = command_of(transcript, tolerant=cut_in)
         if command is not None:
-            return command, _COMMAND_REPLY[command]
+            return command, command_reply(command, transcript)
         cut = self.conversation.cut_turn()
         about = about_cut_turn(*cut, transcript) if cut is not None and transcript else None
         if about is not None:
