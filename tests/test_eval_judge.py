@@ -109,6 +109,25 @@ def test_an_answer_carried_on_is_resume_though_a_misheard_word_matches_the_overl
     assert judge.label(case).label == "respond"
 
 
+@pytest.mark.parametrize("embedded", [True, False])
+def test_a_request_to_stop_or_wait_is_answered_by_doing_it(embed, embedded) -> None:
+    judge = OfflineJudge(embed=embed if embedded else None)
+    answer = "The ferry leaves every hour in summer, and twice a day in winter."
+    before = "The ferry leaves every hour"
+    for overlap, reply in (
+        ("Hang on.", "I'll wait."),
+        ("Okay, that's enough, thanks.", "Sure, I'll stop."),
+        ("Just a sec.", "Take your time."),
+        ("Shh, not now.", "I'll be quiet."),
+    ):
+        assert judge.label(JudgeCase(overlap, before, reply, answer)).label == "respond", overlap
+    # saying nothing of it, or answering speech that asked something else, is not
+    assert judge.label(JudgeCase("Hang on.", before, "Okay.", answer)).label == "unknown"
+    assert judge.label(JudgeCase("Mm-hmm.", before, "I'll stop.", answer)).label == "unknown"
+    case = JudgeCase("Hang on, my keys fell behind the sofa.", before, "I'll wait.", answer)
+    assert judge.label(case).label != "respond"
+
+
 def test_the_judge_without_embeddings_is_deterministic_and_mostly_right() -> None:
     judge = OfflineJudge()
     cases = _cases()

@@ -68,6 +68,7 @@ __all__ = [
     "WhisperTranscriber",
     "carries_on",
     "fdb_transcript",
+    "halt_only",
     "judge_window",
     "make_judge",
     "parse_behaviour",
@@ -213,7 +214,7 @@ _STOP = frozenset(
     more most other such only own same again still even because while until after before through
     let let's me get got go going gonna want like know think see say said tell told thing things
     one ones something anything everything nothing way lot bit much many please thanks thank
-    sorry right sure alright actually maybe""".split()
+    sorry right sure alright actually maybe that's there's it's what's""".split()
 )
 _FILLERS = frozenset("uh um er erm hmm mm mhm uh-huh mm-hmm ah oh".split())
 #: Speech that carries no content: acknowledgements, deferrals, inability, politeness.
@@ -241,6 +242,17 @@ _UNCERTAIN = re.compile(
     r"(?:that|you|what you said|it)|i missed (?:that|what you said)|what was that|what did you "
     r"say|(?:could|can) you (?:rephrase|say it differently)|not sure what you (?:mean|meant|said)|"
     r"i didn'?t understand|sorry,? what\??$|you cut out|hard to hear)\b"
+)
+#: An overlap that asks the speaker to stop, pause or be quiet ...
+_HALT_ASKED = re.compile(
+    r"\b(?:stop|wait|pause|hold (?:on|up|it)|hang on|enough|quiet|shh+|hush|not now|"
+    r"(?:one|a|just a|give me a) (?:second|sec|moment|minute))\b"
+)
+#: ... and a reply that says the assistant does so (it acts on the overlap).
+_HALT_DONE = re.compile(
+    r"^(?:(?:ok(?:ay)?|sure|alright|all right|of course|no problem|sorry),? )?(?:i(?:'ll| will"
+    r"|'m going to)? (?:stop|wait|pause|be quiet|hold on|hang on)|(?:stopping|pausing)\b|"
+    r"take (?:your time|a (?:second|sec|moment|minute)))\b"
 )
 _RESUME_OPENER = re.compile(
     r"^(?:anyway|anyhow|as i was saying|to continue|where was i|back to|so,? as i said|going on)"
@@ -274,6 +286,13 @@ def _content(text: str) -> list[str]:
             continue
         out.append(_stem(token))
     return out
+
+
+def halt_only(text: str) -> bool:
+    """Whether ``text`` only asks the speaker to stop, pause or be quiet ("Hang on.", "Okay,
+    that's enough, thanks."): it holds such a request and no content word besides."""
+    said = text.casefold().replace("’", "'")
+    return bool(_HALT_ASKED.search(said)) and not _content(_HALT_ASKED.sub(" ", said))
 
 
 def _same_stem(a: str, b: str) -> bool:
@@ -317,7 +336,8 @@ class OfflineJudge:
 
     1. no words, or fillers only: ``unknown``;
     2. a repeat / did-not-hear request and no content word shared with the overlap:
-       ``uncertain``;
+       ``uncertain``; an overlap asking the assistant to stop or wait answered by saying it
+       does ("I'll wait.", "Take your time.", :data:`_HALT_DONE`): ``respond`` (it acts on it);
     3. content words left once generic phrases are removed (:data:`_GENERIC`); none: ``unknown``;
        with a reference, a stretch that opens by saying the answer on from where it stood, with
        none of the overlap's words (:func:`carries_on`): ``resume``;
@@ -357,6 +377,8 @@ class OfflineJudge:
         all_words = _content(after)
         if _UNCERTAIN.search(after.casefold()) and not (set(all_words) & user_words):
             return Verdict("uncertain", "asks for a repeat and names nothing the user said")
+        if halt_only(case.overlap_text) and _HALT_DONE.match(after.casefold().replace("’", "'")):
+            return Verdict("respond", "does what the overlap asked: stops or waits")
         residue = _strip_generic(after)
         words = _content(residue)
         if not words:
