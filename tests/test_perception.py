@@ -20,7 +20,7 @@ from venus_ros.audio.asr import SegmentTranscriber, Transcript, WhisperAsr
 from venus_ros.audio.vad import SileroVad
 from venus_ros.core.clock import FakeClock
 from venus_ros.core.duplex import DuplexLoop
-from venus_ros.core.session import run_offline
+from venus_ros.core.session import SessionConfig, run_offline
 from venus_ros.core.timeline import Kind, Timeline
 from venus_ros.core.units import InputUnit, PartialUnit, UnitAssembler
 from venus_ros.frontends.cascade.state import SessionState
@@ -203,7 +203,14 @@ def test_a_unit_heard_in_five_pieces_gives_the_observations_and_decisions_of_the
     heard = fine(VadBargeIn(), asr=True, asr_partials=True)
     records_whole = drive(whole, units, pieces=1)
     records_heard = drive(heard, units, pieces=5)
-    assert heard.observations == whole.observations
+    # The same observations up to the stop; after it they differ only in where the speaker
+    # stopped: where the audio heard ended, mid-unit in pieces and at the boundary whole.
+    stopped = next(
+        i
+        for i, o in enumerate(whole.observations)
+        if o.assistant_speaking and o.overlap_s >= 2 * FRAME_S
+    )
+    assert heard.observations[: stopped + 1] == whole.observations[: stopped + 1]
     assert len(whole.observations) == 5 * len(units)
     assert heard.steps == whole.steps
     assert records_heard == records_whole  # the same decisions and one flush, early or not
@@ -242,6 +249,34 @@ def test_the_session_path_hears_as_audio_arrives_and_stops_early(interruption: n
     (reply_whole, *_) = [begin for begin, _ in spans[0] if begin >= late[0].t - 1e-6]
     assert reply == pytest.approx(asked.t, abs=0.03) and reply < reply_whole - 0.1
     assert sessions[1].early_starts and sessions[1].early_starts[0].speech is not None
+
+
+def test_the_echo_reference_starts_and_stops_where_the_speaker_does(
+    interruption: np.ndarray,
+) -> None:
+    """Chunks of 30 ms end past the 200 ms sub-step cuts: the speaker stops and starts at the
+    end of the audio heard, and the echo canceller's reference (and the frontend's account of
+    what played) must follow it to the sample, or the next turn's echo is not cancelled."""
+    audio = place(6.0, (3.3, interruption))
+    frontend = fine(VadBargeIn(), asr=False, aec=True)
+    pushed: list[tuple[int | None, int]] = []
+    push = frontend._aec.push_reference
+
+    def spy(samples: np.ndarray, rate: int, position: int | None = None) -> None:
+        pushed.append((position, round(samples.size * RATE / rate)))
+        push(samples, rate, position)
+
+    frontend._aec.push_reference = spy  # type: ignore[method-assign]
+    session = run_offline(
+        audio, RATE, frontend, clock=FakeClock(), config=SessionConfig(chunk_ms=30)
+    )
+    (flush,) = session.timeline.snapshot().of_kind(Kind.FLUSH)
+    assert flush.payload.get("early") and flush.payload["at_sample"] % 3200  # past a cut
+    starts = [round(t * RATE) for t, _ in session.playback.played_audio]
+    placed = [p for p, _ in pushed if p is not None]
+    reply = [s for s in starts if s > round(flush.t * RATE)]
+    assert reply and reply[0] in placed  # the reply's reference lies where it plays
+    assert all(p in starts for p in placed)
 
 
 class StopsAtTheWordsAndAnswersAtOnce(FloorPolicy):

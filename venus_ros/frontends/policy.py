@@ -466,8 +466,9 @@ class _Hearing:
         acc: The frames accounted so far.
         wall: Wall-clock seconds spent hearing it.
         broken: Hearing it failed (its prefill fails too).
-        start_at: The microphone sample at which the policy last asked to take the turn at a
-            sub-step (None: it did not; :meth:`PolicyFrontend.speak_now` acts on it).
+        start_at: Where the turn the policy last took at a sub-step plays from: the end of the
+            audio heard when it decided (None: it did not; :meth:`PolicyFrontend.speak_now`
+            acts on it).
     """
 
     start: int
@@ -832,8 +833,9 @@ class PolicyFrontend(Frontend):
     def speak_now(self) -> UnitOutput | None:
         """Start the turn the policy took at the last sub-step heard, if its response can be
         voiced at once (:meth:`Responder.ready`; a reply still being worked out waits for a
-        later sub-step or the boundary): the turn's first piece, playing from that sub-step's
-        end. None otherwise. The boundary after it goes on with the turn.
+        later sub-step or the boundary): the turn's first piece, playing from the end of the
+        audio heard when the policy took it (where the caller starts the speaker). None
+        otherwise. The boundary after it goes on with the turn.
         """
         hearing = self._hearing
         if hearing is None or hearing.start_at is None:
@@ -895,13 +897,18 @@ class PolicyFrontend(Frontend):
             and self.state.turn is not None
             and not self._stop_pending
         )
+        # The caller stops or starts the speaker when the audio heard so far ends, which may
+        # be past this sub-step's cut (audio comes in chunks): the turn's audio and the echo
+        # canceller's reference must stop and start there too, to the sample, or the echo of
+        # the next turn is misplaced against its reference and is not cancelled.
+        now = hearing.start + hearing.filled
         if stop:  # the speaker stops now; the boundary yields
             self._stop_pending = True
             # The session parts learn of the yield now, before a final transcript of the same
             # unit is judged or answered (the speech stopped for is the assistant's to answer).
-            self._give_up_turn(hearing.start + b)
+            self._give_up_turn(now)
         starts = action is FloorAction.START_SPEAKING and not obs.is_boundary
-        hearing.start_at = hearing.start + b if starts and self.state.turn is None else None
+        hearing.start_at = now if starts and self.state.turn is None else None
         for part in self.session_parts:
             part.on_observation(self, obs)
         texts = tuple(self.state.user_texts)
