@@ -205,6 +205,28 @@ def test_reference_that_was_not_played_keeps_the_user(speech: dict) -> None:
     assert abs(dt_gain) < 0.5
 
 
+def test_a_cut_drops_the_reference_that_was_never_played(speech: dict) -> None:
+    """A flush at 0.5 s of a second of reference: what lay beyond is gone (no frame after the
+    cut sees reference), and reference may be given again from the cut on."""
+    aec = EchoCanceller()
+    second = speech["assistant"][:RATE]
+    aec.push_reference(second, RATE, 0)
+    for _ in range(0, RATE // 2, CHUNK):
+        aec.process(np.zeros(CHUNK, np.float32))
+    with_reference = aec.stats.reference_frames
+    aec.cut_reference(RATE // 2)
+    assert aec.reference_end == RATE // 2
+    for _ in range(0, RATE // 4, CHUNK):
+        aec.process(np.zeros(CHUNK, np.float32))
+    assert aec.stats.reference_frames == with_reference  # nothing after the cut
+    aec.push_reference(second, RATE, RATE // 2 + RATE // 4)  # before the old end: allowed now
+    aec.process(np.zeros(CHUNK, np.float32))
+    assert aec.stats.reference_frames == with_reference + 2
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InputError, match=r"reference\.position"):
+            aec.cut_reference(bad)
+
+
 def test_long_delay_is_found(speech: dict) -> None:
     """350 ms of delay: beyond the adaptive filter's 160 ms, found by the delay estimator."""
     scenario = build_echo_scenario(speech["assistant"], delay_ms=350, seed=2)

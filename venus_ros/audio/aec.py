@@ -74,7 +74,8 @@ Timeline and alignment (all positions in samples at 16 kHz):
   flush; within a stretch of back-to-back playback pass None, so that timing jitter cannot
   insert gaps or overlaps. Positions between stretches are silence (zeros). A position that
   overlaps reference already given raises. Alternatively feed one continuous reference stream
-  (zeros while idle) from mic sample 0 on and never pass a position.
+  (zeros while idle) from mic sample 0 on and never pass a position. When the speaker is
+  flushed, :meth:`EchoCanceller.cut_reference` drops the reference given beyond the flush.
 * The reference for a frame must be pushed before that frame is processed. Reference that
   arrives for a frame already processed is dropped and counted
   (:attr:`AecStats.late_reference_samples`); a frame whose reference has not arrived is
@@ -482,6 +483,26 @@ class EchoCanceller:
         """Emit what the resampler still holds (call when playback stops or is flushed)."""
         with self._lock, self._meter.measure(0.0):
             self._close_segment_locked()
+
+    def cut_reference(self, position: int) -> None:
+        """The speaker stopped at mic-timeline ``position`` (a flush): the reference given for
+        later samples was never played and is dropped, so that the filter does not adapt to
+        an echo that never came and the suppressor does not take the user's voice (who has
+        just cut in) for it. Reference may be given again from ``position`` on.
+
+        Raises:
+            InputError: a position that is not a non-negative integer (``reference.position``).
+        """
+        if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
+            raise InputError("reference.position", f"expected an integer, got {position!r}")
+        if position < 0:
+            raise InputError("reference.position", f"must be >= 0, got {position}")
+        with self._lock, self._meter.measure(0.0):
+            self._close_segment_locked()
+            cut = max(int(position), self._frontier)
+            self._ref = self._ref[: cut - self._frontier].copy()
+            self._ref_end = min(self._ref_end, cut)
+            self._next_position = min(self._next_position, cut)
 
     def process(self, mic: np.ndarray) -> np.ndarray:
         """Cancel the echo in the next mic samples (16 kHz mono).

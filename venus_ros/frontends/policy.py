@@ -1164,6 +1164,10 @@ class PolicyFrontend(Frontend):
         for interval in (*self.state.intervals, *self.state.turn.intervals):
             interval[1] = min(interval[1], max(interval[0], float(boundary)))
         self.state.play_end = min(self.state.play_end, float(boundary))
+        if self._aec is not None:  # the rest of the unit's audio was never played
+            position = max(round(boundary - self.state.offset), 0)
+            self._aec.cut_reference(position)
+            self.state.ref_end = min(self.state.ref_end, float(position))
         turn, self.state.turn = self.state.turn, None
         if turn.source is not None:
             turn.source.cancel()
