@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from venus_ros.frontends.cascade.floor import (
     UtteranceLevel,
 )
 from venus_ros.frontends.cascade.texthead import TextHead
-from venus_ros.frontends.policy import FloorAction
+from venus_ros.frontends.policy import FloorAction, FloorObservation
 from venus_ros.training.addressee import EXTRA_NOT_ADDRESSED, asr_form, evaluation_phrases
 from venus_ros.training.interruption import (
     FINAL_S,
@@ -211,6 +212,20 @@ def policy_with(
     return policy
 
 
+def spoken_then_ended(**final: Any) -> tuple[FloorObservation, FloorObservation]:
+    """A sub-step of speech over the turn, and one after it ended (with ``final`` changes)."""
+    spoken = overlapping(substep=1, substeps=SUBSTEPS, turn_overlap_s=0.4)
+    ended = replace(
+        spoken,
+        substep=3,
+        user_speech_s=0.0,
+        user_speech_db=-120.0,
+        user_speaking=False,
+        trailing_silence_s=0.4,
+    )
+    return spoken, replace(ended, **final)
+
+
 def test_policy_stops_between_boundaries_on_a_confident_head(tmp_path: Path) -> None:
     sub = overlapping(substep=1, substeps=SUBSTEPS, transcript="wait", turn_overlap_s=0.4)
     sure = policy_with(tmp_path, 0.95)
@@ -240,16 +255,7 @@ def test_a_final_transcript_over_the_turn_is_read_when_there_is_no_partial(
     tmp_path: Path,
 ) -> None:
     """A short "Stop." ends before its partial: the final is read, at the level it was said."""
-    spoken = overlapping(substep=1, substeps=SUBSTEPS, turn_overlap_s=0.4)
-    ended = replace(
-        spoken,
-        substep=3,
-        user_speech_s=0.0,
-        user_speech_db=-120.0,
-        user_speaking=False,
-        trailing_silence_s=0.4,
-        user_text="Stop.",
-    )
+    spoken, ended = spoken_then_ended(user_text="Stop.")
     policy = policy_with(tmp_path, 0.95)
     assert policy.decide(spoken) is FloorAction.KEEP_SPEAKING  # no words yet
     assert policy.decide(ended) is FloorAction.YIELD
@@ -339,7 +345,8 @@ def test_a_final_transcript_is_read_against_the_heads_final_threshold(tmp_path: 
     assert lower.decide(partial) is FloorAction.KEEP_SPEAKING  # 0.75 < 0.8 on a partial
     assert lower.decide(ended) is FloorAction.YIELD  # 0.75 >= 0.7 on the final
     never = policy_with(tmp_path, 0.95, final_threshold=float("inf"))
-    assert never.decide(ended) is FloorAction.KEEP_SPEAKING  # finals never stop it
+    asked = replace(ended, user_text="Is that far?")
+    assert never.decide(asked) is FloorAction.KEEP_SPEAKING  # finals never stop it
     assert never.decide(replace(partial, transcript="stop")) is FloorAction.YIELD
     # written and read back with the head; an older head without one reads finals as partials
     head = fixed_head(0.9, final_threshold=0.7)
@@ -352,6 +359,31 @@ def test_a_final_transcript_is_read_against_the_heads_final_threshold(tmp_path: 
     assert TextHead.load(tmp_path / "old.npz").threshold_for(final=True) == pytest.approx(0.8)
     with pytest.raises(ValueError, match="final_threshold"):
         fixed_head(0.9, final_threshold=0.0)
+
+
+def test_a_whole_utterance_that_only_asks_to_stop_or_wait_stops_the_assistant(
+    tmp_path: Path,
+) -> None:
+    """Whatever the head's score, a final made only of a command ("Enough.") over the turn
+    stops the assistant; a back-channel or a question does not, nor a command far below the
+    user's level (a TV), nor a partial (it may go on: "Hold on, my phone is ringing")."""
+    spoken, ended = spoken_then_ended()
+    for text, action in (
+        ("Enough.", FloorAction.YIELD),
+        ("Okay, hold up, please.", FloorAction.YIELD),
+        ("Mm-hmm. Stop.", FloorAction.YIELD),
+        ("Fair enough.", FloorAction.KEEP_SPEAKING),
+        ("Okay.", FloorAction.KEEP_SPEAKING),
+        ("Is that far?", FloorAction.KEEP_SPEAKING),
+    ):
+        policy = policy_with(tmp_path, 0.2)  # the head reads everything as no interruption
+        policy.decide(spoken)
+        assert policy.decide(replace(ended, user_text=text)) is action, text
+    far = policy_with(tmp_path, 0.2)
+    far.decide(replace(spoken, user_speech_db=-45.0))
+    assert far.decide(replace(ended, user_text="Enough.")) is FloorAction.KEEP_SPEAKING
+    partial = policy_with(tmp_path, 0.2)
+    assert partial.decide(replace(spoken, transcript="Hold on.")) is FloorAction.KEEP_SPEAKING
 
 
 class NamedEmbedder(CountingEmbedder):

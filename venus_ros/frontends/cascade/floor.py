@@ -62,6 +62,7 @@ from venus_ros.frontends.policy import (
     FloorObservation,
     FloorPolicy,
 )
+from venus_ros.text.commands import command_of
 from venus_ros.text.speech import split_sentences
 
 if TYPE_CHECKING:
@@ -615,7 +616,11 @@ class TrainedFloorPolicy(FloorPolicy):
         The text is the partial transcript of the utterance in progress, or, when there is
         none (a short "Stop." ends before a partial, or its partial window is over), the
         final transcripts of the speech over this turn. Its level is that of the utterance
-        (:class:`UtteranceLevel`; the final comes after the speech ends)."""
+        (:class:`UtteranceLevel`; the final comes after the speech ends). A final whose
+        latest sentence only asks to stop or wait (:func:`~venus_ros.text.commands.
+        command_of`: "Enough.", "Hold up, please.") interrupts whatever the head's score: a
+        short command is an interruption, and the head, trained without the evaluation's
+        wording, reads some of them (one-word ones most) below its threshold."""
         if self.interruption is None or not obs.assistant_speaking:
             return False
         self._level.update(obs)
@@ -634,6 +639,8 @@ class TrainedFloorPolicy(FloorPolicy):
             embedding = self.features.embed(text)[None, :]
             self._scored = (text, float(self.interruption.scores(embedding, [text])[0]))
         self.last_interruption = self._scored[1]
+        if not partial and command_of(split_sentences(text)[-1]) is not None:
+            return True  # a whole utterance that only asks to stop or wait ("Enough.")
         return self._scored[1] >= self.interruption.threshold_for(final=not partial)
 
     def probabilities(self, obs: FloorObservation) -> tuple[float, float]:

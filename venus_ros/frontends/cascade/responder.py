@@ -10,8 +10,9 @@ user *heard* of the assistant, cut where a turn was interrupted):
    stopped): that is most likely a command to stop, and gets :data:`STOPPED_PHRASE`;
 3. a bare back-channel or filler ("uh-huh", "okay", "um") is not answered at all;
 4. a request made only of commands to stop or wait ("Wait, stop!", "Hold on a second.") is
-   acknowledged in words that name it (:data:`COMMANDS`: "I'll stop.", "I'll wait."); right
-   after a cut-in, a word one letter away from a command word counts (:func:`command_of`).
+   acknowledged in words that name it (:data:`~venus_ros.text.commands.COMMANDS`: "I'll
+   stop.", "I'll wait."); right after a cut-in, a word one letter away from a command word
+   counts (:func:`command_of`).
    Leading command sentences before a request are dropped (:func:`drop_commands`: "Stop,
    stop. How long does it take?" asks how long);
 5. a request about the turn the user just cut off, of a few well-known kinds, is answered from
@@ -81,6 +82,7 @@ from venus_ros.frontends.policy import (
     delegate_all,
     speakable,
 )
+from venus_ros.text.commands import COMMANDS, command_of
 from venus_ros.text.numbers import to_digits
 from venus_ros.text.repair import FILLER_WORDS, clean_disfluencies, is_filler_only
 from venus_ros.text.requests import (
@@ -596,46 +598,20 @@ FEW_SHOTS: tuple[tuple[str, str], ...] = (
 # Commands and replies about an interrupted turn
 # ---------------------------------------------------------------------------------------------
 
-#: Commands to stop or wait, strongest first: ``(name, pattern, acknowledgement naming it)``. A
-#: request made only of commands and courtesy words ("Wait, stop!", "Okay, stop there.",
-#: "Hold on a second, please.") is acknowledged by the strongest; the assistant then listens.
+#: The acknowledgement of each command to stop or wait
+#: (:data:`venus_ros.text.commands.COMMANDS`). A request made only of commands and courtesy
+#: words ("Wait, stop!", "Okay, stop there.", "Hold on a second, please.") is acknowledged by
+#: the strongest; the assistant then listens.
 #: Each acknowledgement starts with the words that name the command ("I'll stop.", not "Okay,
 #: I'll stop."): when the user goes on speaking after a pause ("Stop. How long is it?") it is
 #: cut off within a word or two, and what was heard of it should still answer the command.
-COMMANDS: tuple[tuple[str, str, str], ...] = (
-    (
-        "quiet",
-        r"(?:be |keep )?quiet|silence|shush|shh+|hush|stop talking|shut up",
-        "I'll be quiet.",
-    ),
-    (
-        "stop",
-        r"let me stop you|stop (?:it|that|please)|stop|enough|that's enough|that is enough",
-        "I'll stop.",
-    ),
-    (
-        "never_mind",
-        r"never ?mind|forget (?:it|that)|cancel(?: that)?|scratch that",
-        "Never mind, then.",
-    ),
-    ("wait", r"wait(?: up)?|hold (?:on|it|up)|hang on", "I'll wait."),
-    (
-        "moment",
-        r"(?:just |only )?(?:one|a|1) (?:moment|second|sec|minute|bit)|"
-        r"just a (?:moment|second|sec)",
-        "Take your time.",
-    ),
-)
-#: Words that may come with a command ("okay, stop there", "no no, wait a second, please").
-_COURTESY = (
-    r"okay|ok|no|please|sorry|hey|oh|um|uh|er|so|well|right|just|now|then|there|here|for|"
-    r"actually|again|guys|venus|robot|you"
-)
-_COMMAND_UNIT = re.compile(
-    "|".join(f"(?P<{name}>{pattern})" for name, pattern, _ in COMMANDS)
-    + rf"|(?P<courtesy>{_COURTESY})(?=\s|$)"
-)
-_COMMAND_REPLY = {name: reply for name, _, reply in COMMANDS}
+_COMMAND_REPLY: dict[str, str] = {
+    "quiet": "I'll be quiet.",
+    "stop": "I'll stop.",
+    "never_mind": "Never mind, then.",
+    "wait": "I'll wait.",
+    "moment": "Take your time.",
+}
 #: Acknowledgements that say the command back in the user's own words where those read as the
 #: assistant's too ("One second." -> "Take a second."): the user hears what was understood.
 #: ``(command, words, reply with {0} for them)``.
@@ -643,52 +619,18 @@ _SAID_BACK: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("moment", re.compile(r"\b(moment|second|minute)\b"), "Take a {0}."),
 )
 _STOP_ACKS = frozenset([*_COMMAND_REPLY, "stopped"])
-#: Command words a misheard short command is taken for when one letter away ("top" -> "stop").
-_COMMAND_WORDS = ("stop", "wait", "quiet", "hold", "hang")
 
 
 def command_reply(command: str, text: str) -> str:
-    """The acknowledgement of ``command`` (a :data:`COMMANDS` name) as ``text`` put it: its
-    words said back where they fit (:data:`_SAID_BACK`), else the command's own."""
+    """The acknowledgement of ``command`` (a :data:`~venus_ros.text.commands.COMMANDS` name) as
+    ``text`` put it: its words said back where they fit (:data:`_SAID_BACK`), else the
+    command's own."""
     norm = re.sub(r"\bsec\b", "second", _normalise(text))
     for name, words, reply in _SAID_BACK:
         found = words.search(norm) if name == command else None
         if found is not None:
             return reply.format(found.group(1))
     return _COMMAND_REPLY[command]
-
-
-def _one_edit(a: str, b: str) -> bool:
-    """Whether ``a`` and ``b`` differ by at most one inserted, deleted or replaced letter."""
-    if abs(len(a) - len(b)) > 1:
-        return False
-    if len(a) == len(b):
-        return sum(x != y for x, y in zip(a, b, strict=True)) <= 1
-    short, long = sorted((a, b), key=len)
-    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
-
-
-def command_of(text: str, tolerant: bool = False) -> str | None:
-    """The strongest command (a :data:`COMMANDS` name) ``text`` is made of, or None when it
-    holds anything else.
-
-    ``tolerant``: a short request (three words at most) may hold a word one letter away from a
-    command word (the recogniser's "Top." for a clipped "Stop."); for use right after the
-    user cut the assistant off, where a command is what a short request most likely is.
-    """
-    words = _normalise(text).split()
-    if tolerant and len(words) <= 3:
-        words = [
-            next((c for c in _COMMAND_WORDS if len(w) >= 3 and _one_edit(w, c)), w) for w in words
-        ]
-    norm, pos, found = " ".join(words), 0, set()
-    while pos < len(norm):
-        match = _COMMAND_UNIT.match(norm, pos)
-        if match is None or (match.end() < len(norm) and norm[match.end()] != " "):
-            return None
-        found.add(match.lastgroup)
-        pos = match.end() + 1
-    return next((name for name, _, _ in COMMANDS if name in found), None)
 
 
 def _phrases(*patterns: str) -> re.Pattern[str]:

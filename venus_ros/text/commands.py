@@ -1,0 +1,72 @@
+"""Commands to stop or wait ("Stop.", "Hold on a second, please.", "Okay, enough."): what a
+short request made only of them asks.
+
+Part of the one language toolkit: the floor policy stops the assistant for a whole utterance
+that is such a command, and the responder acknowledges it. General English, strongest first;
+nothing here is keyed to a sentence of an evaluation suite (the evaluation has its own
+lexicons and never imports this).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["COMMANDS", "command_of"]
+
+#: Commands to stop or wait, strongest first: ``(name, pattern)`` over lower-case words.
+COMMANDS: tuple[tuple[str, str], ...] = (
+    ("quiet", r"(?:be |keep )?quiet|silence|shush|shh+|hush|stop talking|shut up"),
+    ("stop", r"let me stop you|stop (?:it|that|please)|stop|enough|that's enough|that is enough"),
+    ("never_mind", r"never ?mind|forget (?:it|that)|cancel(?: that)?|scratch that"),
+    ("wait", r"wait(?: up)?|hold (?:on|it|up)|hang on"),
+    (
+        "moment",
+        r"(?:just |only )?(?:one|a|1) (?:moment|second|sec|minute|bit)|"
+        r"just a (?:moment|second|sec)",
+    ),
+)
+#: Words that may come with a command ("okay, stop there", "no no, wait a second, please").
+_COURTESY = (
+    r"okay|ok|no|please|sorry|hey|oh|um|uh|er|so|well|right|just|now|then|there|here|for|"
+    r"actually|again|guys|venus|robot|you"
+)
+_COMMAND_UNIT = re.compile(
+    "|".join(f"(?P<{name}>{pattern})" for name, pattern in COMMANDS)
+    + rf"|(?P<courtesy>{_COURTESY})(?=\s|$)"
+)
+#: Command words a misheard short command is taken for when one letter away ("top" -> "stop").
+_COMMAND_WORDS = ("stop", "wait", "quiet", "hold", "hang")
+_PUNCT = re.compile(r"[^\w\s'-]+")
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by at most one inserted, deleted or replaced letter."""
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b, strict=True)) <= 1
+    short, long = sorted((a, b), key=len)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
+def command_of(text: str, tolerant: bool = False) -> str | None:
+    """The strongest command (a :data:`COMMANDS` name) ``text`` is made of, or None when it
+    holds anything else.
+
+    ``tolerant``: a short request (three words at most) may hold a word one letter away from a
+    command word (the recogniser's "Top." for a clipped "Stop."); for use right after the
+    user cut the assistant off, where a command is what a short request most likely is.
+    """
+    words = _PUNCT.sub(" ", text).lower().split()
+    if tolerant and len(words) <= 3:
+        words = [
+            next((c for c in _COMMAND_WORDS if len(w) >= 3 and _one_edit(w, c)), w) for w in words
+        ]
+    norm, pos, found = " ".join(words), 0, set()
+    while pos < len(norm):
+        match = _COMMAND_UNIT.match(norm, pos)
+        if match is None or (match.end() < len(norm) and norm[match.end()] != " "):
+            return None
+        found.add(match.lastgroup)
+        pos = match.end() + 1
+    return next((name for name, _ in COMMANDS if name in found), None)
