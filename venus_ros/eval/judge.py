@@ -266,6 +266,11 @@ CARRY_ON_WORDS = 8
 CARRY_ON_MATCHED = 4
 
 
+def _fold(text: str) -> str:
+    """``text`` case-folded, typographic apostrophes made plain."""
+    return text.casefold().replace("’", "'")
+
+
 def _stem(word: str) -> str:
     for suffix in ("ing", "edly", "ed", "ies", "es", "s", "ly"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
@@ -277,7 +282,7 @@ def _stem(word: str) -> str:
 def _content(text: str) -> list[str]:
     """Content words of ``text``: lower case, stems, numbers as digits, stop words dropped."""
     out = []
-    for token in _WORD.findall(text.casefold().replace("’", "'")):
+    for token in _WORD.findall(_fold(text)):
         number = parse_number(token)
         if number is not None and token not in ("a", "an", "one"):
             out.append(f"#{number:g}")
@@ -291,7 +296,7 @@ def _content(text: str) -> list[str]:
 def halt_only(text: str) -> bool:
     """Whether ``text`` only asks the speaker to stop, pause or be quiet ("Hang on.", "Okay,
     that's enough, thanks."): it holds such a request and no content word besides."""
-    said = text.casefold().replace("’", "'")
+    said = _fold(text)
     return bool(_HALT_ASKED.search(said)) and not _content(_HALT_ASKED.sub(" ", said))
 
 
@@ -309,20 +314,20 @@ def carries_on(after: str, before: str, reference: str, overlap_text: str) -> bo
     the overlap's the answer itself goes on to say ("... rub in a drop of oil" over "the soup is
     boiling!"); a reply that takes up the overlap's words first ("It takes about ten seconds"
     for "how long does that take?") does not."""
-    answer = _WORD.findall(reference.casefold().replace("’", "'"))
-    opening = _WORD.findall(after.casefold().replace("’", "'"))[:CARRY_ON_WORDS]
+    answer = _WORD.findall(_fold(reference))
+    opening = _WORD.findall(_fold(after))[:CARRY_ON_WORDS]
     if len(opening) < CARRY_ON_MATCHED or not answer:
         return False
     said_over = set(_content(overlap_text))
     if any(_same_stem(a, b) for a in _content(" ".join(opening)) for b in said_over):
         return False
-    unsaid = answer[len(_WORD.findall(before.casefold().replace("’", "'"))) :]
+    unsaid = answer[len(_WORD.findall(_fold(before))) :]
     matcher = SequenceMatcher(None, opening, unsaid, autojunk=False)
     return sum(block.size for block in matcher.get_matching_blocks()) >= CARRY_ON_MATCHED
 
 
 def _strip_generic(text: str) -> str:
-    cleaned = text.casefold().replace("’", "'")
+    cleaned = _fold(text)
     for pattern in _GENERIC:
         cleaned = pattern.sub(" ", cleaned)
     return " ".join(cleaned.split())
@@ -377,7 +382,7 @@ class OfflineJudge:
         all_words = _content(after)
         if _UNCERTAIN.search(after.casefold()) and not (set(all_words) & user_words):
             return Verdict("uncertain", "asks for a repeat and names nothing the user said")
-        if halt_only(case.overlap_text) and _HALT_DONE.match(after.casefold().replace("’", "'")):
+        if halt_only(case.overlap_text) and _HALT_DONE.match(_fold(after)):
             return Verdict("respond", "does what the overlap asked: stops or waits")
         residue = _strip_generic(after)
         words = _content(residue)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["COMMANDS", "command_of"]
+__all__ = ["COMMANDS", "command_of", "normalise"]
 
 #: Commands to stop or wait, strongest first: ``(name, pattern)`` over lower-case words.
 COMMANDS: tuple[tuple[str, str], ...] = (
@@ -39,6 +39,12 @@ _COMMAND_WORDS = ("stop", "wait", "quiet", "hold", "hang")
 _PUNCT = re.compile(r"[^\w\s'-]+")
 
 
+def normalise(text: str) -> str:
+    """``text`` in lower case, punctuation (but apostrophes and hyphens) turned to spaces, its
+    words single-spaced: the form the command grammar reads."""
+    return " ".join(_PUNCT.sub(" ", text).lower().split())
+
+
 def _one_edit(a: str, b: str) -> bool:
     """Whether ``a`` and ``b`` differ by at most one inserted, deleted or replaced letter."""
     if abs(len(a) - len(b)) > 1:
@@ -57,7 +63,7 @@ def command_of(text: str, tolerant: bool = False) -> str | None:
     command word (the recogniser's "Top." for a clipped "Stop."); for use right after the
     user cut the assistant off, where a command is what a short request most likely is.
     """
-    words = _PUNCT.sub(" ", text).lower().split()
+    words = normalise(text).split()
     if tolerant and len(words) <= 3:
         words = [
             next((c for c in _COMMAND_WORDS if len(w) >= 3 and _one_edit(w, c)), w) for w in words

@@ -82,7 +82,7 @@ from venus_ros.frontends.policy import (
     delegate_all,
     speakable,
 )
-from venus_ros.text.commands import COMMANDS, command_of
+from venus_ros.text.commands import COMMANDS, command_of, normalise
 from venus_ros.text.numbers import to_digits
 from venus_ros.text.repair import FILLER_WORDS, clean_disfluencies, is_filler_only
 from venus_ros.text.requests import (
@@ -208,7 +208,6 @@ _ACK_ONLY = re.compile(
     r"(?:okay|ok|alright|all right|yeah|yes|yep|uh[- ]?huh|mm[- ]?hmm|mhm|right|sure|got it|"
     r"i see|cool|great|nice|good)(?: (?:okay|ok|yeah|right))*"
 )
-_PUNCT = re.compile(r"[^\w\s'-]+")
 _HAS_WORD = re.compile(r"[A-Za-z]{2,}")
 _LEAD = re.compile(
     r"^(?:(?:so|well|okay|ok|um|uh|er|hmm|hey|and|oh|yeah|yes|right|uh-huh|uh huh|mm-hmm|mhm|"
@@ -249,12 +248,8 @@ _PHRASE_END = re.compile(r"[.!?;:](?=\s)|,(?=\s)")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 
 
-def _normalise(text: str) -> str:
-    return " ".join(_PUNCT.sub(" ", text).lower().split())
-
-
 def _core(text: str) -> str:
-    norm = _normalise(text)
+    norm = normalise(text)
     return _TRAIL.sub("", _LEAD.sub("", norm)) or norm
 
 
@@ -625,7 +620,7 @@ def command_reply(command: str, text: str) -> str:
     """The acknowledgement of ``command`` (a :data:`~venus_ros.text.commands.COMMANDS` name) as
     ``text`` put it: its words said back where they fit (:data:`_SAID_BACK`), else the
     command's own."""
-    norm = re.sub(r"\bsec\b", "second", _normalise(text))
+    norm = re.sub(r"\bsec\b", "second", normalise(text))
     for name, words, reply in _SAID_BACK:
         found = words.search(norm) if name == command else None
         if found is not None:
@@ -1623,7 +1618,7 @@ class CascadeResponder(Responder):
             if short_cut_in:
                 return "stopped", STOPPED_PHRASE
             return "clarify", self.clarify_phrase
-        words = _normalise(transcript)
+        words = normalise(transcript)
         if transcript and (_ACK_ONLY.fullmatch(words) or is_filler_only(transcript)):
             return "user_ack", ""
         command = command_of(transcript, tolerant=cut_in)
