@@ -786,6 +786,32 @@ def test_commands_to_stop_or_wait_are_acknowledged_in_words_that_name_them() -> 
     assert responder.respond(request("Top.")).spoken == "I'll stop."
 
 
+def test_a_wait_with_the_users_own_reason_is_acknowledged_not_delegated() -> None:
+    from venus_ros.frontends.cascade.responder import drop_commands
+    from venus_ros.text.commands import wait_with_reason
+
+    assert wait_with_reason("Wait a second, I need to write this down.") == "wait"
+    assert wait_with_reason("One sec. Let me find a pen.") == "moment"
+    assert wait_with_reason("Okay, hang on, my phone is ringing.") == "wait"
+    assert wait_with_reason("Hold on, can you go slower?") is None  # a request to the listener
+    assert wait_with_reason("Wait, I meant the blue one.") is None  # a correction
+    assert wait_with_reason("Stop, I need a break.") is None  # no wait
+    assert wait_with_reason("Wait.") is None  # no reason (a bare command: command_of)
+    assert wait_with_reason("Hold on, I need to write this down. Start again?") is None
+    assert drop_commands("Hold on, I need to write this down. Start again?") == "Start again?"
+    routed: list[str] = []
+    responder = CascadeResponder(lambda t: not routed.append(t), capabilities=[])
+    whole = "If you want to save energy at home, start with the heating."
+    responder.heard("If you want to save", True, "energy at home, start with the heating.")
+    reply = responder.respond(request("Wait a second, I need to write this down."))
+    assert (reply.kind, reply.spoken, routed) == ("ack", "I'll wait.", [])  # not a request
+    responder.heard(reply.spoken, False)
+    # the acknowledgement is no turn to ask about: starting again is the cut-off answer's
+    again = responder.respond(request("Start again?"))
+    assert again.spoken == f"Sure, from the start: i{whole[1:]}"
+    assert responder.respond(request("I need to write this down.")).kind == "delegate"
+
+
 def test_a_cut_in_that_was_not_made_out_is_asked_again_only_when_long() -> None:
     from venus_ros.frontends.cascade.responder import CLARIFY_PHRASE, STOPPED_PHRASE
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["COMMANDS", "command_of", "normalise"]
+__all__ = ["COMMANDS", "command_of", "normalise", "wait_with_reason"]
 
 #: Commands to stop or wait, strongest first: ``(name, pattern)`` over lower-case words.
 COMMANDS: tuple[tuple[str, str], ...] = (
@@ -37,6 +37,14 @@ _COMMAND_UNIT = re.compile(
 #: Command words a misheard short command is taken for when one letter away ("top" -> "stop").
 _COMMAND_WORDS = ("stop", "wait", "quiet", "hold", "hang")
 _PUNCT = re.compile(r"[^\w\s'-]+")
+#: Where a command may end and its reason begin ("Hold on, I need ...", "One second. Let me ...").
+_CLAUSE_END = re.compile(r"\s*[,;:.!\u2014\u2013]+\s*|\s+-+\s+")
+#: The speaker's own reason for a wait: something they must do first ("I need to write this
+#: down", "let me find a pen", "my phone is ringing"), not a correction ("I meant ...").
+_OWN_REASON = re.compile(
+    r"(?:i (?:just )?(?:need to|have to|must|gotta|got to)|i've got to|i'm (?:just )?(?:going to|"
+    r"gonna)|i'll just|let me|my)\b"
+)
 
 
 def normalise(text: str) -> str:
@@ -76,3 +84,21 @@ def command_of(text: str, tolerant: bool = False) -> str | None:
         found.add(match.lastgroup)
         pos = match.end() + 1
     return next((name for name, _ in COMMANDS if name in found), None)
+
+
+def wait_with_reason(text: str) -> str | None:
+    """``"wait"`` or ``"moment"`` (:data:`COMMANDS`) when ``text`` asks to wait and then gives
+    only the speaker's own reason ("Hold on, I need to write this down.", "One second. Let me
+    sit down."), else None. The reason is a statement about the speaker, not a question or a
+    request ("Hold on, can you go slower?" is neither): what such an utterance asks of the
+    listener is the wait."""
+    if "?" in text:
+        return None
+    parts = [p for p in _CLAUSE_END.split(text.strip()) if p]
+    for k in range(1, len(parts)):
+        command = command_of(" ".join(parts[:k]))
+        if command in ("wait", "moment"):
+            return command if _OWN_REASON.match(normalise(" ".join(parts[k:]))) else None
+        if command is not None:
+            return None
+    return None

@@ -82,7 +82,7 @@ from venus_ros.frontends.policy import (
     delegate_all,
     speakable,
 )
-from venus_ros.text.commands import COMMANDS, command_of, normalise
+from venus_ros.text.commands import COMMANDS, command_of, normalise, wait_with_reason
 from venus_ros.text.numbers import to_digits
 from venus_ros.text.repair import FILLER_WORDS, clean_disfluencies, is_filler_only
 from venus_ros.text.requests import (
@@ -687,11 +687,14 @@ def asked_words(request: str) -> set[str]:
 
 
 def drop_commands(transcript: str, tolerant: bool = False) -> str:
-    """``transcript`` without its leading sentences that are only commands to stop or wait
-    ("Okay, stop there. Can you ...?" -> "Can you ...?"); unchanged when nothing else is left.
-    ``tolerant``: as for :func:`command_of`."""
+    """``transcript`` without its leading sentences that are only commands to stop or wait, or
+    a wait and the speaker's reason for it (:func:`wait_with_reason`): "Okay, stop there. Can
+    you ...?" -> "Can you ...?", "Hold on, I need to write this down. Start again?" -> "Start
+    again?"; unchanged when nothing else is left. ``tolerant``: as for :func:`command_of`."""
     sentences = _sentences(transcript)
-    while len(sentences) > 1 and command_of(sentences[0], tolerant) is not None:
+    while len(sentences) > 1 and (
+        command_of(sentences[0], tolerant) is not None or wait_with_reason(sentences[0])
+    ):
         sentences.pop(0)
     return " ".join(sentences) if sentences else transcript
 
@@ -1621,7 +1624,9 @@ class CascadeResponder(Responder):
         words = normalise(transcript)
         if transcript and (_ACK_ONLY.fullmatch(words) or is_filler_only(transcript)):
             return "user_ack", ""
-        command = command_of(transcript, tolerant=cut_in)
+        command = command_of(transcript, tolerant=cut_in) or wait_with_reason(
+            " ".join(request.transcript.split())
+        )  # a wait and the user's reason for it ("Hold on, I need a pen."): the wait
         if command is not None:
             return command, command_reply(command, transcript)
         cut = self.conversation.cut_turn()
