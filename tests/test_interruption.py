@@ -366,7 +366,8 @@ def test_a_whole_utterance_that_only_asks_to_stop_or_wait_stops_the_assistant(
 ) -> None:
     """Whatever the head's score, a final made only of a command ("Enough.") over the turn
     stops the assistant; a back-channel or a question does not, nor a command far below the
-    user's level (a TV), nor a partial (it may go on: "Hold on, my phone is ringing")."""
+    user's level (a TV), nor a partial asking to wait (it may go on: "Hold on, my phone is
+    ringing"); a partial asking to stop or be quiet does."""
     spoken, ended = spoken_then_ended()
     for text, action in (
         ("Enough.", FloorAction.YIELD),
@@ -382,8 +383,15 @@ def test_a_whole_utterance_that_only_asks_to_stop_or_wait_stops_the_assistant(
     far = policy_with(tmp_path, 0.2)
     far.decide(replace(spoken, user_speech_db=-45.0))
     assert far.decide(replace(ended, user_text="Enough.")) is FloorAction.KEEP_SPEAKING
-    partial = policy_with(tmp_path, 0.2)
-    assert partial.decide(replace(spoken, transcript="Hold on.")) is FloorAction.KEEP_SPEAKING
+    for text, action in (
+        ("Hold on.", FloorAction.KEEP_SPEAKING),  # may go on: "..., my phone is ringing"
+        ("Just a second.", FloorAction.KEEP_SPEAKING),
+        ("Enough.", FloorAction.YIELD),  # to stop or be quiet: at once
+        ("Okay, quiet, please.", FloorAction.YIELD),
+        ("Fair enough.", FloorAction.KEEP_SPEAKING),
+    ):
+        partial = policy_with(tmp_path, 0.2)
+        assert partial.decide(replace(spoken, transcript=text)) is action, text
 
 
 class NamedEmbedder(CountingEmbedder):

@@ -77,6 +77,7 @@ __all__ = [
     "AFTER_YIELD_SILENCE_S",
     "BACKEND_SILENCE_S",
     "FEATURE_VERSION",
+    "FIRM_COMMANDS",
     "INTERRUPTION_PATH",
     "LEVEL_MIN_SPEECH_S",
     "MIN_START_SILENCE_S",
@@ -108,6 +109,10 @@ SUBSTEPS = 5
 """Observations per unit the policy asks for when it has the interruption head (200 ms)."""
 MIN_INTERRUPT_OVERLAP_S = 0.2
 """Overlapping user speech heard in the assistant's turn before the head may stop it."""
+FIRM_COMMANDS = frozenset({"stop", "quiet"})
+"""Commands (:data:`~venus_ros.text.commands.COMMANDS`) that stop the assistant as soon as a
+partial transcript is only one of them; the others (wait, a moment, never mind) open remarks
+to oneself or others too, and stop it only as a whole utterance."""
 INTERRUPT_QUIET_DB = 7.0
 """Speech this far below the user's running level (a TV, someone across the room) never stops
 the assistant on the head's word alone."""
@@ -620,7 +625,11 @@ class TrainedFloorPolicy(FloorPolicy):
         latest sentence only asks to stop or wait (:func:`~venus_ros.text.commands.
         command_of`: "Enough.", "Hold up, please.") interrupts whatever the head's score: a
         short command is an interruption, and the head, trained without the evaluation's
-        wording, reads some of them (one-word ones most) below its threshold."""
+        wording, reads some of them (one-word ones most) below its threshold. So does a
+        partial whose latest sentence only asks to stop or be quiet (:data:`FIRM_COMMANDS`:
+        "Enough." heard 0.3 s in is not talked through to its final); one that asks to wait
+        may still go on as a remark ("Hold on, my phone is ringing"), so it waits for the
+        final."""
         if self.interruption is None or not obs.assistant_speaking:
             return False
         self._level.update(obs)
@@ -639,7 +648,8 @@ class TrainedFloorPolicy(FloorPolicy):
             embedding = self.features.embed(text)[None, :]
             self._scored = (text, float(self.interruption.scores(embedding, [text])[0]))
         self.last_interruption = self._scored[1]
-        if not partial and command_of(split_sentences(text)[-1]) is not None:
+        command = command_of(split_sentences(text)[-1])
+        if command is not None and (not partial or command in FIRM_COMMANDS):
             return True  # a whole utterance that only asks to stop or wait ("Enough.")
         return self._scored[1] >= self.interruption.threshold_for(final=not partial)
 
