@@ -28,6 +28,7 @@ from speech import espeak_16k
 from venus_ros.audio.asr import (
     LEAD_IN_S,
     MAX_PROMPT_CHARS,
+    TAIL_S,
     SegmentTranscriber,
     Transcript,
     WhisperAsr,
@@ -388,13 +389,16 @@ def test_asr_empty_and_silent_segments_give_empty_transcripts(asr: WhisperAsr) -
     seg = SegmentTranscriber(asr)
     start, end = VadEvent("start", 100, 100 / RATE), VadEvent("end", 100, 100 / RATE)
     (final,) = seg.feed(np.zeros(RATE, np.float32), [start, end])
-    # no speech between the events: the lead-in before them alone, silent
-    assert final.kind == "final" and final.text == "" and final.audio_s == 100 / RATE
+    # no speech between the events: the lead-in before them and the tail after, silent
+    assert final.kind == "final" and final.text == ""
+    assert final.audio_s == pytest.approx((100 + round(TAIL_S * RATE)) / RATE)
     assert seg.feed(np.zeros(10, np.float32), [end]) == []  # an end without a start: ignored
     assert seg.partial() is None and seg.flush() == []
 
 
-def test_an_utterance_is_transcribed_from_a_lead_in_before_its_vad_start(asr: WhisperAsr) -> None:
+def test_an_utterance_is_transcribed_from_a_lead_in_before_its_start_to_a_tail_after_its_end(
+    asr: WhisperAsr,
+) -> None:
     heard: list[int] = []
     transcribe = asr.transcribe
 
@@ -405,23 +409,31 @@ def test_an_utterance_is_transcribed_from_a_lead_in_before_its_vad_start(asr: Wh
     asr.transcribe = spy  # type: ignore[method-assign]
     try:
         seg = SegmentTranscriber(asr)
-        lead = round(LEAD_IN_S * RATE)
+        lead, tail = round(LEAD_IN_S * RATE), round(TAIL_S * RATE)
         first = [VadEvent("start", 8000, 0.5), VadEvent("end", 12000, 0.75)]
         (final,) = seg.feed(np.zeros(RATE, np.float32), first)
-        assert final.start == pytest.approx((8000 - lead) / RATE) and heard[-1] == 4000 + lead
+        # from the lead-in before its start to the tail after its end (heard by the VAD already)
+        assert final.start == pytest.approx((8000 - lead) / RATE)
+        assert heard[-1] == lead + 4000 + tail
         # the next one starts right after: its lead-in never reaches back into the last one
         second = [VadEvent("start", 12800, 0.8)]
         assert seg.feed(np.zeros(0, np.float32), second) == []
         assert seg.open_s == pytest.approx((RATE - 12800) / RATE)  # from the start event
         (final,) = seg.feed(np.zeros(RATE // 2, np.float32), [VadEvent("end", 20000, 1.25)])
-        assert final.start == pytest.approx(12000 / RATE) and heard[-1] == 8000
-        plain = SegmentTranscriber(asr, lead_in_s=0.0)
+        assert final.start == pytest.approx(12000 / RATE) and heard[-1] == 8000 + tail
+        # a tail only as far as the stream goes
+        assert seg.feed(np.zeros(800, np.float32), [VadEvent("start", 24000, 1.5)]) == []
+        (final,) = seg.feed(np.zeros(0, np.float32), [VadEvent("end", 24800, 1.55)])
+        assert seg.position == 24800 and heard[-1] == lead + 800
+        plain = SegmentTranscriber(asr, lead_in_s=0.0, tail_s=0.0)
         (final,) = plain.feed(np.zeros(RATE, np.float32), first)
         assert final.start == pytest.approx(0.5) and heard[-1] == 4000
     finally:
         asr.transcribe = transcribe  # type: ignore[method-assign]
     with pytest.raises(ValueError, match="lead_in_s"):
         SegmentTranscriber(asr, lead_in_s=2.0)
+    with pytest.raises(ValueError, match="tail_s"):
+        SegmentTranscriber(asr, tail_s=-0.1)
 
 
 def test_the_lead_in_keeps_the_first_sound_of_short_commands(

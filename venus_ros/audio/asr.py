@@ -87,6 +87,10 @@ MAX_PROMPT_CHARS = 600
 English stay well inside that)."""
 LEAD_IN_S = 0.1
 """Audio kept before a VAD start in an utterance's transcription (:class:`SegmentTranscriber`)."""
+TAIL_S = 0.15
+"""Audio kept after a VAD end in an utterance's final transcription (:class:`SegmentTranscriber`):
+the VAD's hangover has heard it already, and Whisper given a clip that stops on the last word's
+last sound garbles the word ("Hang on." heard as "and on.")."""
 
 
 @dataclass(frozen=True)
@@ -476,8 +480,10 @@ class SegmentTranscriber:
       40-70 ms into speech, and Whisper loses a word's first sound without it: "Stop." heard as
       "up."), never before the previous utterance's end; the last ``preroll_s`` of audio is kept
       so starts that point back in time are honoured. An ``end`` closes it and returns a
-      ``"final"`` :class:`Transcript` of ``[start - lead-in, end)``. Events out of order (an
-      ``end`` without a ``start``, a second ``start``) are ignored.
+      ``"final"`` :class:`Transcript` of ``[start - lead-in, end + tail)``, the tail
+      (``tail_s``, as far as it has been fed) being silence the VAD heard before it ended the
+      utterance. Events out of order (an ``end`` without a ``start``, a second ``start``) are
+      ignored.
     * Utterances longer than ``max_segment_s`` are cut into pieces: when the open piece
       reaches ``max_segment_s``, it is cut at the quietest 20 ms within its last
       ``cut_search_s`` (a pause between words, where there is one), transcribed and returned as
@@ -497,8 +503,9 @@ class SegmentTranscriber:
       speculation) and :attr:`partial_cost_s` is the latest computed partial's cost, so a
       caller can charge recognition to the unit that caused it and budget the next partial.
     * Speculation: pass the VAD's :attr:`~venus_ros.audio.vad.SileroVad.pending_end` to
-      :meth:`feed`. When the VAD sees a tentative end of speech, the utterance up to it is
-      transcribed at once, while the VAD still waits ``min_silence_ms`` to confirm; if the
+      :meth:`feed`. When the VAD sees a tentative end of speech, the utterance up to it (and
+      its tail, once fed) is transcribed at once, while the VAD still waits ``min_silence_ms``
+      to confirm; if the
       ``end`` event then lands on that same sample, the final is returned without recognising
       again, so the time from end of speech to transcript is the VAD's hangover alone. A
       tentative end that speech cancels costs one wasted recognition
@@ -518,11 +525,14 @@ class SegmentTranscriber:
         min_partial_s: float = 0.5,
         preroll_s: float = 1.0,
         lead_in_s: float = LEAD_IN_S,
+        tail_s: float = TAIL_S,
     ) -> None:
         if max_segment_s <= 1.0 or not 0.0 < cut_search_s < max_segment_s:
             raise ValueError("max_segment_s: must be > 1 s and > cut_search_s > 0")
         if not 0.0 <= lead_in_s <= preroll_s:
             raise ValueError(f"lead_in_s: must be in [0, preroll_s], got {lead_in_s!r}")
+        if not 0.0 <= tail_s <= preroll_s:
+            raise ValueError(f"tail_s: must be in [0, preroll_s], got {tail_s!r}")
         self.asr = asr
         self.max_samples = round(max_segment_s * SAMPLE_RATE)
         self.cut_search_samples = round(cut_search_s * SAMPLE_RATE)
@@ -530,6 +540,7 @@ class SegmentTranscriber:
         self.min_partial_samples = round(min_partial_s * SAMPLE_RATE)
         self.preroll_samples = round(preroll_s * SAMPLE_RATE)
         self.lead_in_samples = round(lead_in_s * SAMPLE_RATE)
+        self.tail_samples = round(tail_s * SAMPLE_RATE)
         self.speculations = 0  # speculative recognitions run
         self.speculation_hits = 0  # finals served from one
         self.degenerate_partials = 0  # partials that looked like a decoder loop (not used)
@@ -662,10 +673,12 @@ class SegmentTranscriber:
     def _speculate(self, end: int) -> None:
         if self._voice_start is None or not self._piece_start < end <= self._pos:
             return
+        if self._pos < end + self.tail_samples:
+            return  # its tail is not in yet
         if self._spec is not None and self._spec[:2] == (self._piece_start, end):
             return
         self.speculations += 1
-        result = self._transcribe(self._piece_start, end, "final")
+        result = self._transcribe(self._piece_start, end + self.tail_samples, "final")
         self._spec = (self._piece_start, end, result)
 
     def _finish(self, end: int) -> Transcript:
@@ -674,7 +687,8 @@ class SegmentTranscriber:
             self.speculation_hits += 1
             last = self._spec[2]
         else:
-            last = self._transcribe(self._piece_start, end, "final")
+            tail = min(end + self.tail_samples, self._pos)
+            last = self._transcribe(self._piece_start, tail, "final")
         final = self._joined(last, "final")
         self._voice_start = None
         self._last_end = end
