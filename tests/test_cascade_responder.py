@@ -68,9 +68,9 @@ def request(text: str) -> UserRequest:
     return UserRequest(text, 0.0, 1.0, 1.0, True)
 
 
-def asking(text: str, folder: Path, seconds: float) -> np.ndarray:
+def asking(text: str, folder: Path, seconds: float, voice: str = "en-us+m3") -> np.ndarray:
     """``seconds`` of microphone audio in which ``text`` is asked from 0.5 s on (espeak-ng)."""
-    ask = espeak_16k(text, folder / "ask.wav", voice="en-us+m3", wpm=160)
+    ask = espeak_16k(text, folder / "ask.wav", voice=voice, wpm=160)
     audio = np.zeros(round(seconds * RATE), dtype=np.float32)
     audio[RATE // 2 : RATE // 2 + ask.size] = 0.5 * ask / np.abs(ask).max()
     return audio
@@ -680,7 +680,9 @@ def test_a_reply_that_keeps_the_user_waiting_gives_way_to_its_fallback(tmp_path:
     engine = ScriptedLm(["The garage door is open."], gate)
     responder = CascadeResponder(lambda _: False, engine=engine, capabilities=[])
     frontend = PolicyFrontend(NeverYield(), responder=responder, stream_wait_s=0.05)
-    audio = asking("Is the garage door open?", tmp_path, 10)
+    # a voice tiny.en hears this question right in (en-us+m3 gives "is not a rock or open"
+    # with the final's tail, "Is the garage door open?" without: this test is not about that)
+    audio = asking("Is the garage door open?", tmp_path, 10, voice="en-us")
     try:
         session = run_offline(audio, RATE, frontend, clock=FakeClock())
     finally:

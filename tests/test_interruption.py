@@ -331,7 +331,7 @@ def test_an_utterance_level_is_its_loudest_unit_with_enough_speech() -> None:
 def test_a_final_transcript_is_read_against_the_heads_final_threshold(tmp_path: Path) -> None:
     """The head may be surer of a whole utterance than of a partial: its final threshold
     applies where the final is read, the partial threshold to partials."""
-    partial = overlapping(substep=1, substeps=SUBSTEPS, transcript="quiet", turn_overlap_s=0.4)
+    partial = overlapping(substep=1, substeps=SUBSTEPS, transcript="is it", turn_overlap_s=0.4)
     ended = replace(
         partial,
         substep=3,
@@ -339,7 +339,7 @@ def test_a_final_transcript_is_read_against_the_heads_final_threshold(tmp_path: 
         user_speech_s=0.0,
         user_speech_db=-120.0,
         user_speaking=False,
-        user_text="Quiet, please.",
+        user_text="Is it safe?",
     )
     lower = policy_with(tmp_path, 0.75, final_threshold=0.7)
     assert lower.decide(partial) is FloorAction.KEEP_SPEAKING  # 0.75 < 0.8 on a partial
@@ -347,7 +347,7 @@ def test_a_final_transcript_is_read_against_the_heads_final_threshold(tmp_path: 
     never = policy_with(tmp_path, 0.95, final_threshold=float("inf"))
     asked = replace(ended, user_text="Is that far?")
     assert never.decide(asked) is FloorAction.KEEP_SPEAKING  # finals never stop it
-    assert never.decide(replace(partial, transcript="stop")) is FloorAction.YIELD
+    assert never.decide(replace(partial, transcript="is it far")) is FloorAction.YIELD
     # written and read back with the head; an older head without one reads finals as partials
     head = fixed_head(0.9, final_threshold=0.7)
     head.save(tmp_path / "h.npz")
