@@ -505,10 +505,9 @@ class SegmentTranscriber:
     * Speculation: pass the VAD's :attr:`~venus_ros.audio.vad.SileroVad.pending_end` to
       :meth:`feed`. When the VAD sees a tentative end of speech, the utterance up to it (and
       its tail, once fed) is transcribed at once, while the VAD still waits ``min_silence_ms``
-      to confirm; if the
-      ``end`` event then lands on that same sample, the final is returned without recognising
-      again, so the time from end of speech to transcript is the VAD's hangover alone. A
-      tentative end that speech cancels costs one wasted recognition
+      to confirm; if the ``end`` event then lands on that same sample, the final is returned
+      without recognising again, so the time from end of speech to transcript is the VAD's
+      hangover alone. A tentative end that speech cancels costs one wasted recognition
       (:attr:`speculations` vs :attr:`speculation_hits`).
     * Word times in its transcripts are seconds on the stream's timeline.
 

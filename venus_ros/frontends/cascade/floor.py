@@ -136,8 +136,10 @@ TEXT_DIM = 384
 """Width of the text embedding (all-MiniLM-L6-v2)."""
 BACKEND_SILENCE_S = 0.6
 """User silence after which a waiting backend reply is spoken."""
-AFTER_YIELD_SILENCE_S = 1.0
-"""User silence after which the policy answers speech it yielded to, whatever the model says."""
+AFTER_YIELD_SILENCE_S = 0.6
+"""User silence after which the policy answers speech it yielded to, whatever the model says
+(the VAD ended the utterance 0.3 s earlier and its final transcript is in; at 1.0 s the model's
+low ``p_start`` after short cut-ins left their answers 1.1-1.6 s after the user's last word)."""
 MIN_START_SILENCE_S = 0.1
 """User silence the model needs before it may take the turn (never over the user's words)."""
 UNANSWERED_SILENCE_S = 2.5
