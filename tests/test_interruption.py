@@ -331,16 +331,8 @@ def test_an_utterance_level_is_its_loudest_unit_with_enough_speech() -> None:
 def test_a_final_transcript_is_read_against_the_heads_final_threshold(tmp_path: Path) -> None:
     """The head may be surer of a whole utterance than of a partial: its final threshold
     applies where the final is read, the partial threshold to partials."""
-    partial = overlapping(substep=1, substeps=SUBSTEPS, transcript="is it", turn_overlap_s=0.4)
-    ended = replace(
-        partial,
-        substep=3,
-        transcript="",
-        user_speech_s=0.0,
-        user_speech_db=-120.0,
-        user_speaking=False,
-        user_text="Is it safe?",
-    )
+    spoken, ended = spoken_then_ended(user_text="Is it safe?")
+    partial = replace(spoken, transcript="is it")
     lower = policy_with(tmp_path, 0.75, final_threshold=0.7)
     assert lower.decide(partial) is FloorAction.KEEP_SPEAKING  # 0.75 < 0.8 on a partial
     assert lower.decide(ended) is FloorAction.YIELD  # 0.75 >= 0.7 on the final

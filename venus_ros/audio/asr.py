@@ -686,8 +686,9 @@ class SegmentTranscriber:
             self.speculation_hits += 1
             last = self._spec[2]
         else:
-            tail = min(end + self.tail_samples, self._pos)
-            last = self._transcribe(self._piece_start, tail, "final")
+            last = self._transcribe(
+                self._piece_start, min(end + self.tail_samples, self._pos), "final"
+            )
         final = self._joined(last, "final")
         self._voice_start = None
         self._last_end = end

@@ -602,7 +602,9 @@ class TrainedFloorPolicy(FloorPolicy):
         self.user_db = PRIOR_USER_DB
         self.last_probs: tuple[float, float] = (0.0, 0.0)
         self.last_interruption: float | None = None
-        self._scored: tuple[str, float] | None = None
+        #: ``(text, head score, command)`` of the latest text read (a partial is kept between
+        #: recognitions: each is read once, not per sub-step).
+        self._scored: tuple[str, float, str | None] | None = None
         #: Level of the user's latest utterance heard over the current turn.
         self._level = UtteranceLevel()
         #: The finals as the assistant took the floor (a turn that does not answer them, a
@@ -646,14 +648,14 @@ class TrainedFloorPolicy(FloorPolicy):
         if level is not None and self.user_db - level > INTERRUPT_QUIET_DB:
             return False
         if self._scored is None or self._scored[0] != text:
-            # a partial is kept between recognitions: score each text once, not per sub-step
             embedding = self.features.embed(text)[None, :]
-            self._scored = (text, float(self.interruption.scores(embedding, [text])[0]))
-        self.last_interruption = self._scored[1]
-        command = command_of(split_sentences(text)[-1])
+            score = float(self.interruption.scores(embedding, [text])[0])
+            self._scored = (text, score, command_of(split_sentences(text)[-1]))
+        _, score, command = self._scored
+        self.last_interruption = score
         if command is not None and (not partial or command in FIRM_COMMANDS):
             return True  # a whole utterance that only asks to stop or wait ("Enough.")
-        return self._scored[1] >= self.interruption.threshold_for(final=not partial)
+        return score >= self.interruption.threshold_for(final=not partial)
 
     def probabilities(self, obs: FloorObservation) -> tuple[float, float]:
         """``(p_yield, p_start)`` for an observation, given the current state."""
