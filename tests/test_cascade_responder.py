@@ -771,6 +771,11 @@ def test_commands_to_stop_or_wait_are_acknowledged_in_words_that_name_them() -> 
     # a clipped command ("Top." for "Stop.") only where a command is what was likely said
     assert command_of("Top.") is None
     assert command_of("Top, top.", tolerant=True) == "stop"
+    # two words opening with a stop: the second misheard ("Stop mirror." for "Stop there.")
+    assert command_of("Stop mirror.") is None
+    assert command_of("Stop mirror.", tolerant=True) == "stop"
+    assert command_of("Wait Sam.", tolerant=True) is None  # a wait may go on to someone else
+    assert command_of("Stop the car.", tolerant=True) is None  # more than a command
     responder = CascadeResponder(lambda _: True, capabilities=[])
     said = ("Stop.", "Hang on.", "Hold up.", "Quiet.", "One sec, please.", "Just a moment.")
     replies = {t: responder.respond(request(t)).spoken for t in said}
@@ -786,6 +791,8 @@ def test_commands_to_stop_or_wait_are_acknowledged_in_words_that_name_them() -> 
     assert top.kind == "delegate"  # nothing was cut off: a request like any other
     responder.heard("The oven is", True, "hot now.")
     assert responder.respond(request("Top.")).spoken == "I'll stop."
+    responder.heard("The oven is", True, "hot now.")
+    assert responder.respond(request("Stop mirror.")).spoken == "I'll stop."
 
 
 def test_a_wait_with_the_users_own_reason_is_acknowledged_not_delegated() -> None:
@@ -812,6 +819,24 @@ def test_a_wait_with_the_users_own_reason_is_acknowledged_not_delegated() -> Non
     again = responder.respond(request("Start again?"))
     assert again.spoken == f"Sure, from the start: i{whole[1:]}"
     assert responder.respond(request("I need to write this down.")).kind == "delegate"
+
+
+def test_a_command_then_a_question_is_told_from_a_wait_with_the_speakers_own_business() -> None:
+    from venus_ros.text.commands import command_then_question
+    from venus_ros.text.requests import is_question
+
+    assert command_then_question("Hang on, is there parking?") == "wait"
+    assert command_then_question("Just a moment, how long") == "moment"  # a partial: no "?" yet
+    assert command_then_question("Wait a moment. Is that in Celsius?") == "wait"
+    assert command_then_question("Hold on, so can I") == "wait"
+    assert command_then_question("Hold on, my phone is ringing.") is None  # a statement
+    assert command_then_question("Hang on, let me find a pen, what was the address?") is None
+    assert command_then_question("Is that far?") is None  # no wait
+    assert command_then_question("Hmm, stop, does it work in the rain?") == "stop"
+    assert command_then_question("Never mind, is it late?") is None  # dropped, not asked
+    assert command_then_question("Hang on.") is None
+    assert is_question("isn't it late") and is_question("so what's next")
+    assert is_question("Right?") and not is_question("I can go.") and not is_question("")
 
 
 def test_a_cut_in_that_was_not_made_out_is_asked_again_only_when_long() -> None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["COMMANDS", "command_of", "normalise", "wait_with_reason"]
+from venus_ros.text.requests import is_question
+
+__all__ = ["COMMANDS", "command_of", "command_then_question", "normalise", "wait_with_reason"]
 
 #: Commands to stop or wait, strongest first: ``(name, pattern)`` over lower-case words.
 COMMANDS: tuple[tuple[str, str], ...] = (
@@ -28,7 +30,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 #: Words that may come with a command ("okay, stop there", "no no, wait a second, please").
 _COURTESY = (
     r"okay|ok|no|please|sorry|hey|oh|um|uh|er|so|well|right|just|now|then|there|here|for|"
-    r"actually|again|guys|venus|robot|you"
+    r"actually|again|guys|venus|robot|you|hmm|mm"
 )
 _COMMAND_UNIT = re.compile(
     "|".join(f"(?P<{name}>{pattern})" for name, pattern in COMMANDS)
@@ -68,22 +70,64 @@ def command_of(text: str, tolerant: bool = False) -> str | None:
     holds anything else.
 
     ``tolerant``: a short request (three words at most) may hold a word one letter away from a
-    command word (the recogniser's "Top." for a clipped "Stop."); for use right after the
-    user cut the assistant off, where a command is what a short request most likely is.
+    command word (the recogniser's "Top." for a clipped "Stop."), and two words opening with
+    a command to stop or be quiet are that command whatever the second ("Stop mirror." for
+    "Stop there."); for use right after the user cut the assistant off, where a command is
+    what a short request most likely is.
     """
     words = normalise(text).split()
     if tolerant and len(words) <= 3:
         words = [
             next((c for c in _COMMAND_WORDS if len(w) >= 3 and _one_edit(w, c)), w) for w in words
         ]
-    norm, pos, found = " ".join(words), 0, set()
+    found = _commands_in(" ".join(words))
+    if found is None and tolerant and len(words) == 2:
+        found = _commands_in(words[0])
+        if found is not None and not found & {"stop", "quiet"}:
+            found = None
+    return None if found is None else next((name for name, _ in COMMANDS if name in found), None)
+
+
+def _commands_in(norm: str) -> set[str] | None:
+    """The :data:`COMMANDS` names (and ``"courtesy"``) ``norm`` (:func:`normalise`) is made of,
+    or None when it holds anything else."""
+    pos, found = 0, set()
     while pos < len(norm):
         match = _COMMAND_UNIT.match(norm, pos)
         if match is None or (match.end() < len(norm) and norm[match.end()] != " "):
             return None
-        found.add(match.lastgroup)
+        found.add(str(match.lastgroup))
         pos = match.end() + 1
-    return next((name for name, _ in COMMANDS if name in found), None)
+    return found
+
+
+def _after_command(text: str) -> tuple[str, str] | None:
+    """``(command, rest)`` when ``text`` opens with clauses that make a command
+    (:data:`COMMANDS`) and goes on; else None."""
+    parts = [p for p in _CLAUSE_END.split(text.strip()) if p]
+    for k in range(1, len(parts)):
+        command = command_of(" ".join(parts[:k]))
+        if command is not None:
+            return command, " ".join(parts[k:])
+    return None
+
+
+def command_then_question(text: str) -> str | None:
+    """The command (:data:`COMMANDS`: to stop, be quiet, wait or hold on a moment) when
+    ``text`` makes one and then asks a question of its own
+    (:func:`~venus_ros.text.requests.is_question`: "Hang on, is there parking?", "Wait a
+    moment. Is that in Celsius?", "Stop, does it work in the rain?", the partial "Hang on, can
+    I"), not after the speaker's own reason ("Hang on, let me find a pen, what was the
+    address?" is said into a phone); else None.
+
+    Said over the assistant, such an utterance cuts it off to ask it something: in the
+    training corpora every such line is an interruption and none a remark to someone else
+    (a question to another person names them first, which the floor reads before this).
+    """
+    found = _after_command(text)
+    if found is None or found[0] == "never_mind" or not is_question(found[1]):
+        return None
+    return None if _OWN_REASON.match(normalise(found[1])) else found[0]
 
 
 def wait_with_reason(text: str) -> str | None:
@@ -92,13 +136,7 @@ def wait_with_reason(text: str) -> str | None:
     sit down."), else None. The reason is a statement about the speaker, not a question or a
     request ("Hold on, can you go slower?" is neither): what such an utterance asks of the
     listener is the wait."""
-    if "?" in text:
+    found = None if "?" in text else _after_command(text)
+    if found is None or found[0] not in ("wait", "moment"):
         return None
-    parts = [p for p in _CLAUSE_END.split(text.strip()) if p]
-    for k in range(1, len(parts)):
-        command = command_of(" ".join(parts[:k]))
-        if command in ("wait", "moment"):
-            return command if _OWN_REASON.match(normalise(" ".join(parts[k:]))) else None
-        if command is not None:
-            return None
-    return None
+    return found[0] if _OWN_REASON.match(normalise(found[1])) else None

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["STOP_WORDS", "SUBJECT_WORDS", "base_form", "content_words", "lead_in", "request_phrase"]
+__all__ = [
+    "STOP_WORDS",
+    "SUBJECT_WORDS",
+    "base_form",
+    "content_words",
+    "is_question",
+    "lead_in",
+    "request_phrase",
+]
 
 #: Function words: what is left of a text without them are its content words.
 STOP_WORDS = frozenset(
@@ -29,6 +37,13 @@ _WH = frozenset("what when where which who whom whose why how".split())
 _AUX = frozenset(
     "is are was were am can could will would shall should do does did has have had may might "
     "must".split()
+)
+#: Discourse words a question may open with before its question word ("so is it ...").
+_QUESTION_LEAD = frozenset("so but and then um uh er okay ok oh".split())
+#: Negated auxiliaries that open a question ("isn't it ...", "can't you ...").
+_NEG_AUX = frozenset(
+    "isn't aren't wasn't weren't can't couldn't won't wouldn't shouldn't don't doesn't didn't "
+    "hasn't haven't".split()
 )
 #: Words that can be the subject opening a statement ("I can't ...", "it's ...", "there is ...").
 SUBJECT_WORDS = frozenset("i you we they he she it that this there these those".split())
@@ -56,6 +71,21 @@ _FRAME = re.compile(
     r"do you know |i (?:want|would like|'d like|wanted) to know |i wonder |i'm wondering )",
     re.IGNORECASE,
 )
+
+
+def is_question(text: str) -> bool:
+    """Whether ``text`` asks a question: it holds a "?", or its first word after discourse
+    words ("so", "but", "um") is a question word or an auxiliary ("can I ...", "how long ...",
+    "isn't it ..."; a partial transcript often has no "?" yet)."""
+    if "?" in text:
+        return True
+    words = _WORD.findall(text.lower().replace("\u2019", "'"))
+    while words and words[0] in _QUESTION_LEAD:
+        words = words[1:]
+    if not words:
+        return False
+    first = _CONTRACTIONS.get(words[0], words[0]).split()[0]
+    return first in _WH or first in _AUX or first in _NEG_AUX
 
 
 def content_words(text: str) -> set[str]:
