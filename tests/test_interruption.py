@@ -386,6 +386,33 @@ def test_a_whole_utterance_that_only_asks_to_stop_or_wait_stops_the_assistant(
         assert partial.decide(replace(spoken, transcript=text)) is action, text
 
 
+def test_a_command_that_goes_on_to_ask_a_question_stops_the_assistant(tmp_path: Path) -> None:
+    """Whatever the head's score, asking to wait or stop and then asking something ("Hang on,
+    can I ...") interrupts, as a partial (no "?" yet) and as a final; a wait that goes on with the
+    speaker's own business ("Hold on, my phone is ringing", "Hang on, let me find a pen, what
+    was the address?") does not, nor a question to someone named."""
+    spoken, ended = spoken_then_ended()
+    for text, action in (
+        ("Hang on, can I", FloorAction.YIELD),
+        ("Just a moment. How long", FloorAction.YIELD),
+        ("Yeah. Wait, is that per person?", FloorAction.YIELD),
+        ("Hmm, stop, does it", FloorAction.YIELD),
+        ("Hold on, my phone is", FloorAction.KEEP_SPEAKING),
+        ("Hang on, let me find a pen, what was the address?", FloorAction.KEEP_SPEAKING),
+        ("Hang on, Sam, where are the keys?", FloorAction.KEEP_SPEAKING),
+        ("Is that far?", FloorAction.KEEP_SPEAKING),
+    ):
+        partial = policy_with(tmp_path, 0.2)  # the head reads everything as no interruption
+        assert partial.decide(replace(spoken, transcript=text)) is action, text
+        final = policy_with(tmp_path, 0.2)
+        final.decide(spoken)
+        assert final.decide(replace(ended, user_text=text)) is action, text
+    # the recogniser's dots alone ("...", ". . .") are no words to read: no error, no stop
+    for text in ("...", ". . ."):
+        dots = policy_with(tmp_path, 0.2)
+        assert dots.decide(replace(spoken, transcript=text)) is FloorAction.KEEP_SPEAKING
+
+
 class NamedEmbedder(CountingEmbedder):
     name = "stand-in/hash"
 

@@ -62,7 +62,7 @@ from venus_ros.frontends.policy import (
     FloorObservation,
     FloorPolicy,
 )
-from venus_ros.text.commands import command_of
+from venus_ros.text.commands import command_of, command_then_question
 from venus_ros.text.speech import split_sentences
 
 if TYPE_CHECKING:
@@ -602,9 +602,9 @@ class TrainedFloorPolicy(FloorPolicy):
         self.user_db = PRIOR_USER_DB
         self.last_probs: tuple[float, float] = (0.0, 0.0)
         self.last_interruption: float | None = None
-        #: ``(text, head score, command)`` of the latest text read (a partial is kept between
-        #: recognitions: each is read once, not per sub-step).
-        self._scored: tuple[str, float, str | None] | None = None
+        #: ``(text, head score, command, asks)`` of the latest text read (a partial is kept
+        #: between recognitions: each is read once, not per sub-step; :func:`_cut_in_reading`).
+        self._scored: tuple[str, float, str | None, bool] | None = None
         #: Level of the user's latest utterance heard over the current turn.
         self._level = UtteranceLevel()
         #: The finals as the assistant took the floor (a turn that does not answer them, a
@@ -633,7 +633,9 @@ class TrainedFloorPolicy(FloorPolicy):
         partial whose latest sentence only asks to stop or be quiet (:data:`FIRM_COMMANDS`:
         "Enough." heard 0.3 s in is not talked through to its final); one that asks to wait
         may still go on as a remark ("Hold on, my phone is ringing"), so it waits for the
-        final."""
+        final. A command that goes on to ask a question (:func:`~venus_ros.text.commands.
+        command_then_question`: "Hang on, is there parking?", "Stop, does it ...")
+        interrupts as a partial too."""
         if self.interruption is None or not obs.assistant_speaking:
             return False
         self._level.update(obs)
@@ -650,10 +652,10 @@ class TrainedFloorPolicy(FloorPolicy):
         if self._scored is None or self._scored[0] != text:
             embedding = self.features.embed(text)[None, :]
             score = float(self.interruption.scores(embedding, [text])[0])
-            self._scored = (text, score, command_of(split_sentences(text)[-1]))
-        _, score, command = self._scored
+            self._scored = (text, score, *_cut_in_reading(text))
+        _, score, command, asks = self._scored
         self.last_interruption = score
-        if command is not None and (not partial or command in FIRM_COMMANDS):
+        if asks or (command is not None and (not partial or command in FIRM_COMMANDS)):
             return True  # a whole utterance that only asks to stop or wait ("Enough.")
         return score >= self.interruption.threshold_for(final=not partial)
 
@@ -718,6 +720,16 @@ class TrainedFloorPolicy(FloorPolicy):
             or (_after_yield(obs, self.features.state) and silence >= AFTER_YIELD_SILENCE_S)
             or silence >= UNANSWERED_SILENCE_S
         )
+
+
+def _cut_in_reading(text: str) -> tuple[str | None, bool]:
+    """``(command, asks)`` of speech over the assistant: the command its latest sentence is
+    made of (:func:`~venus_ros.text.commands.command_of`), and whether its words from a
+    sentence on make a command and then ask a question
+    (:func:`~venus_ros.text.commands.command_then_question`)."""
+    sentences = split_sentences(text)  # none in "...": the recogniser's dots only
+    asks = any(command_then_question(" ".join(sentences[i:])) for i in range(len(sentences)))
+    return (command_of(sentences[-1]) if sentences else None), asks
 
 
 class UtteranceLevel:
