@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,8 @@ from venus_ros.frontends.cascade.turns import Turn
 from venus_ros.frontends.perception import (
     FRAME_S,
     FRAME_SAMPLES,
+    OVERLAP_PARTIAL_LATE_INTERVAL_S,
+    OVERLAP_PARTIAL_LATE_S,
     OVERLAP_PARTIAL_MIN_S,
     OVERLAP_PARTIAL_WINDOW_S,
     Perception,
@@ -143,6 +146,50 @@ def test_partials_over_the_assistant_keep_within_the_units_recognition_budget(
     assert [kind for _, kind in runs].count("final") == 2, runs
     print(f"partials per unit at {cost_s} s each: {per_unit}")
     assert transcriber.partial_cost_s == cost_s
+
+
+def test_a_long_cut_in_is_read_every_sub_step_then_more_sparsely_then_at_boundaries(
+    tmp_path: Path,
+) -> None:
+    """Talked over, a partial is due every sub-step (0.2 s) for the utterance's first
+    OVERLAP_PARTIAL_WINDOW_S, every OVERLAP_PARTIAL_LATE_INTERVAL_S after that up to
+    OVERLAP_PARTIAL_LATE_S ("Hang on," then the question), then only at unit boundaries."""
+    speech = espeak_16k(
+        "Hang on, can I walk the whole way there without a car, or do I need to take the bus?",
+        tmp_path / "long.wav",
+        "en-gb+f3",
+    )
+    assert speech.size > 3.5 * RATE
+    asr = WhisperAsr()
+    transcribe = asr.transcribe
+    at: list[tuple[float, int]] = []  # (open seconds, sub-step) of each partial
+
+    def metered(audio: np.ndarray, **kwargs: Any) -> Transcript:
+        if kwargs.get("words") is False:
+            at.append((transcriber.open_s, k))
+        return replace(transcribe(audio, **kwargs), compute_s=0.01)
+
+    asr.transcribe = metered  # type: ignore[method-assign]
+    transcriber = SegmentTranscriber(asr)
+    perception = Perception(SileroVad(), transcriber=transcriber, asr_partials=True)
+    state = SessionState(action=None)
+    audio = place(6.0, (0.3, speech))
+    state.turn = Turn(deque(), forced=True, total16=audio.size, intervals=[[0.0, audio.size]])
+    perception.bind(state)
+    cuts = substep_cuts(RATE, 5)
+    for unit in range(6):
+        acc = UnitAccount()
+        for k in range(5):
+            perception.take_in(audio[unit * RATE + cuts[k] : unit * RATE + cuts[k + 1]], acc)
+            perception.observe(unit, k, 5, acc)
+    opens = [o for o, _ in at]
+    early = [o for o in opens if o <= OVERLAP_PARTIAL_WINDOW_S]
+    late = [o for o in opens if OVERLAP_PARTIAL_WINDOW_S < o <= OVERLAP_PARTIAL_LATE_S + 0.05]
+    after = [(o, k) for o, k in at if o > OVERLAP_PARTIAL_LATE_S + 0.05]
+    assert len(early) >= 4 and max(np.diff(early)) <= 0.25, opens
+    gaps = np.diff([early[-1], *late])
+    assert len(late) == 2 and min(gaps) >= OVERLAP_PARTIAL_LATE_INTERVAL_S - 0.05, opens
+    assert after and all(k == 4 for _, k in after), at  # the boundary's, at its own rate
 
 
 def test_substep_cuts_split_a_unit_evenly_to_the_sample() -> None:

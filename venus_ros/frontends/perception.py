@@ -37,6 +37,8 @@ __all__ = [
     "FRAME_SAMPLES",
     "OVERLAP_PARTIAL_BUDGET_S",
     "OVERLAP_PARTIAL_INTERVAL_S",
+    "OVERLAP_PARTIAL_LATE_INTERVAL_S",
+    "OVERLAP_PARTIAL_LATE_S",
     "OVERLAP_PARTIAL_MIN_S",
     "OVERLAP_PARTIAL_WINDOW_S",
     "SAMPLE_RATE",
@@ -58,8 +60,14 @@ OVERLAP_PARTIAL_INTERVAL_S = 0.2
 OVERLAP_PARTIAL_MIN_S = 0.25
 """... from this much of it on ..."""
 OVERLAP_PARTIAL_WINDOW_S = 1.2
-"""... for its first this many seconds (then at the transcriber's own rate): whether speech
-over the assistant is an interruption is read from its first words ..."""
+"""... for its first this many seconds, ..."""
+OVERLAP_PARTIAL_LATE_INTERVAL_S = 0.4
+"""... then this often ..."""
+OVERLAP_PARTIAL_LATE_S = 2.0
+"""... up to this many seconds of it (a cut-in that opens with "Hang on," asks its question
+after its first second: :func:`~venus_ros.text.commands.command_then_question`), then at the
+transcriber's own rate: whether speech over the assistant is an interruption is read from its
+first words ..."""
 OVERLAP_PARTIAL_BUDGET_S = 0.25
 """... as long as the unit's recognition so far plus the latest partial's cost stays within
 this many seconds; a partial that does not fit waits for the next sub-step (the next unit
@@ -318,10 +326,13 @@ class Perception:
             asr = self._transcriber
             partial = None
             spent = asr.compute_s
-            if self.state.turn is not None and 0.0 < asr.open_s <= OVERLAP_PARTIAL_WINDOW_S:
+            if self.state.turn is not None and 0.0 < asr.open_s <= OVERLAP_PARTIAL_LATE_S:
                 # talked over: the words decide whether to stop, so they are wanted sooner
+                early = asr.open_s <= OVERLAP_PARTIAL_WINDOW_S
                 partial = asr.partial(
-                    interval_s=OVERLAP_PARTIAL_INTERVAL_S,
+                    interval_s=(
+                        OVERLAP_PARTIAL_INTERVAL_S if early else OVERLAP_PARTIAL_LATE_INTERVAL_S
+                    ),
                     min_s=OVERLAP_PARTIAL_MIN_S,
                     compute=acc.asr_s <= 0.0
                     or acc.asr_s + asr.partial_cost_s <= OVERLAP_PARTIAL_BUDGET_S,
