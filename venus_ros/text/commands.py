@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from venus_ros.text.requests import is_question
+from venus_ros.text.speech import split_sentences
 
 __all__ = ["COMMANDS", "command_of", "command_then_question", "normalise", "wait_with_reason"]
 
@@ -114,20 +115,24 @@ def _after_command(text: str) -> tuple[str, str] | None:
 
 def command_then_question(text: str) -> str | None:
     """The command (:data:`COMMANDS`: to stop, be quiet, wait or hold on a moment) when
-    ``text`` makes one and then asks a question of its own
+    ``text``, from one of its sentences on, makes one and then asks a question of its own
     (:func:`~venus_ros.text.requests.is_question`: "Hang on, is there parking?", "Wait a
-    moment. Is that in Celsius?", "Stop, does it work in the rain?", the partial "Hang on, can
-    I"), not after the speaker's own reason ("Hang on, let me find a pen, what was the
+    moment. Is that in Celsius?", "Yeah. Stop, does it work in the rain?", the partial "Hang
+    on, can I"), not after the speaker's own reason ("Hang on, let me find a pen, what was the
     address?" is said into a phone); else None.
 
     Said over the assistant, such an utterance cuts it off to ask it something: in the
     training corpora every such line is an interruption and none a remark to someone else
     (a question to another person names them first, which the floor reads before this).
     """
-    found = _after_command(text)
-    if found is None or found[0] == "never_mind" or not is_question(found[1]):
-        return None
-    return None if _OWN_REASON.match(normalise(found[1])) else found[0]
+    sentences = split_sentences(text)
+    for i in range(len(sentences)):
+        found = _after_command(" ".join(sentences[i:]))
+        if found is None or found[0] == "never_mind" or not is_question(found[1]):
+            continue
+        if not _OWN_REASON.match(normalise(found[1])):
+            return found[0]
+    return None
 
 
 def wait_with_reason(text: str) -> str | None:

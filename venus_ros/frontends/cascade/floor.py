@@ -724,12 +724,11 @@ class TrainedFloorPolicy(FloorPolicy):
 
 def _cut_in_reading(text: str) -> tuple[str | None, bool]:
     """``(command, asks)`` of speech over the assistant: the command its latest sentence is
-    made of (:func:`~venus_ros.text.commands.command_of`), and whether its words from a
-    sentence on make a command and then ask a question
-    (:func:`~venus_ros.text.commands.command_then_question`)."""
+    made of (:func:`~venus_ros.text.commands.command_of`), and whether it makes a command and
+    then asks a question (:func:`~venus_ros.text.commands.command_then_question`)."""
     sentences = split_sentences(text)  # none in "...": the recogniser's dots only
-    asks = any(command_then_question(" ".join(sentences[i:])) for i in range(len(sentences)))
-    return (command_of(sentences[-1]) if sentences else None), asks
+    command = command_of(sentences[-1]) if sentences else None
+    return command, command_then_question(text) is not None
 
 
 class UtteranceLevel:
