@@ -353,6 +353,21 @@ def test_a_final_transcript_is_read_against_the_heads_final_threshold(tmp_path: 
         fixed_head(0.9, final_threshold=0.0)
 
 
+def read_as_partial(tmp_path: Path, spoken: FloorObservation, text: str) -> FloorAction:
+    """What a policy whose head reads everything as no interruption does with ``text`` as the
+    partial transcript of speech over its turn."""
+    return policy_with(tmp_path, 0.2).decide(replace(spoken, transcript=text))
+
+
+def read_as_final(
+    tmp_path: Path, spoken: FloorObservation, ended: FloorObservation, text: str
+) -> FloorAction:
+    """As :func:`read_as_partial`, with ``text`` the final transcript after the speech ended."""
+    policy = policy_with(tmp_path, 0.2)
+    policy.decide(spoken)
+    return policy.decide(replace(ended, user_text=text))
+
+
 def test_a_whole_utterance_that_only_asks_to_stop_or_wait_stops_the_assistant(
     tmp_path: Path,
 ) -> None:
@@ -369,9 +384,7 @@ def test_a_whole_utterance_that_only_asks_to_stop_or_wait_stops_the_assistant(
         ("Okay.", FloorAction.KEEP_SPEAKING),
         ("Is that far?", FloorAction.KEEP_SPEAKING),
     ):
-        policy = policy_with(tmp_path, 0.2)  # the head reads everything as no interruption
-        policy.decide(spoken)
-        assert policy.decide(replace(ended, user_text=text)) is action, text
+        assert read_as_final(tmp_path, spoken, ended, text) is action, text
     far = policy_with(tmp_path, 0.2)
     far.decide(replace(spoken, user_speech_db=-45.0))
     assert far.decide(replace(ended, user_text="Enough.")) is FloorAction.KEEP_SPEAKING
@@ -382,8 +395,7 @@ def test_a_whole_utterance_that_only_asks_to_stop_or_wait_stops_the_assistant(
         ("Okay, quiet, please.", FloorAction.YIELD),
         ("Fair enough.", FloorAction.KEEP_SPEAKING),
     ):
-        partial = policy_with(tmp_path, 0.2)
-        assert partial.decide(replace(spoken, transcript=text)) is action, text
+        assert read_as_partial(tmp_path, spoken, text) is action, text
 
 
 def test_a_command_that_goes_on_to_ask_a_question_stops_the_assistant(tmp_path: Path) -> None:
@@ -402,15 +414,11 @@ def test_a_command_that_goes_on_to_ask_a_question_stops_the_assistant(tmp_path: 
         ("Hang on, Sam, where are the keys?", FloorAction.KEEP_SPEAKING),
         ("Is that far?", FloorAction.KEEP_SPEAKING),
     ):
-        partial = policy_with(tmp_path, 0.2)  # the head reads everything as no interruption
-        assert partial.decide(replace(spoken, transcript=text)) is action, text
-        final = policy_with(tmp_path, 0.2)
-        final.decide(spoken)
-        assert final.decide(replace(ended, user_text=text)) is action, text
+        assert read_as_partial(tmp_path, spoken, text) is action, text
+        assert read_as_final(tmp_path, spoken, ended, text) is action, text
     # the recogniser's dots alone ("...", ". . .") are no words to read: no error, no stop
     for text in ("...", ". . ."):
-        dots = policy_with(tmp_path, 0.2)
-        assert dots.decide(replace(spoken, transcript=text)) is FloorAction.KEEP_SPEAKING
+        assert read_as_partial(tmp_path, spoken, text) is FloorAction.KEEP_SPEAKING
 
 
 class NamedEmbedder(CountingEmbedder):
