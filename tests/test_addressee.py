@@ -347,6 +347,23 @@ def test_with_no_conversation_going_on_exclamations_need_the_exclaim_threshold()
         Addressee("Venus", exclaim_threshold=1.0)
 
 
+def test_with_no_conversation_going_on_a_wait_for_the_speakers_own_reason_is_not_answered() -> None:
+    """Idle: "Hang on, I need to find my glasses." asks a silent assistant for nothing (it
+    already waits), however high its score; a wait that goes on to ask, and the same wait in a
+    conversation (said while the assistant was talking to the user), are kept."""
+    judge = Addressee("Venus", fixed_head(0.9), HashEmbedder(), statement_threshold=0.2)
+    level = judge.user_db
+    for text in ("Hang on, I need to find my glasses.", "One moment. Let me put this down."):
+        judge.reset()
+        assert (judge.judge(Utterance(text, 0.0, level)).reason, text) == ("text", text)
+        assert not judge.verdicts[-1].addressed
+    judge.reset()
+    assert judge.judge(Utterance("Hang on, can you turn the light on?", 0.0, level)).addressed
+    judge.reset()
+    judge.note_assistant_turn(9.0)
+    assert judge.judge(Utterance("Hang on, I need to find my glasses.", 10.0, level)).addressed
+
+
 def test_an_acknowledgement_set_off_by_a_pause_is_not_a_dropped_name() -> None:
     """ "Okay, | that is good.": the pause after the opening is the acknowledgement's, so the
     set-off rule leaves it to the phrasing; "Oops, | ..." or a bare "| have you seen ..." (a

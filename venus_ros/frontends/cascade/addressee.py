@@ -45,7 +45,9 @@ its final transcript, where it was, how loud it was) from general evidence, in t
      an opening set off by a comma that may be a name the recogniser misheard
      (:func:`set_off_opening`: "Sea bee, could you ..." for a name it never heard), or a
      statement that opens with an exclamation or a call to wait (:func:`exclaims`: "Oops,
-     ...", "Hold on, ...") scoring below the head's threshold -> not addressed;
+     ...", "Hold on, ...") scoring below the head's threshold, or a call to wait that gives only
+     the speaker's own reason (:func:`~venus_ros.text.commands.wait_with_reason`: "One second,
+     let me sit down.": a silent assistant already waits) -> not addressed;
    * **no conversation going on**, an utterance that opens with a short phrase set off by a
      pause (:func:`set_off_by_pause`, from the VAD frames: "Tom, | have you seen ...",
      "Ugh, | the kettle ...", a name the recogniser dropped or garbled, an interjection, a call
@@ -81,6 +83,7 @@ import numpy as np
 import numpy.typing as npt
 
 from venus_ros.frontends.cascade.texthead import TextHead
+from venus_ros.text.commands import wait_with_reason
 from venus_ros.text.repair import opens_with_correction
 from venus_ros.text.requests import SUBJECT_WORDS
 
@@ -584,8 +587,12 @@ def reads_aside(
     someone else: "Have you fed the dog yet?"); or a statement that asks nothing with a text
     score below ``statement_threshold``, or below ``threshold`` (the head's, or the exclamation
     threshold) when it opens with an exclamation or a call to wait (:func:`exclaims`: "Oops, I
-    spilled my tea."). Shared by :class:`Addressee` and the trainer's calibration."""
-    if set_off_opening(text) is not None:
+    spilled my tea."); or a call to wait that gives only the speaker's own reason
+    (:func:`~venus_ros.text.commands.wait_with_reason`: "One second, let me sit down."), whatever
+    its score: an assistant that is not speaking or doing anything already waits, so there is
+    nothing to answer, and such a line is far likelier said to someone in the room or on the
+    phone. Shared by :class:`Addressee` and the trainer's calibration."""
+    if set_off_opening(text) is not None or wait_with_reason(text) is not None:
         return True
     if asks(text):
         return score < ask_threshold
