@@ -364,6 +364,24 @@ def test_with_no_conversation_going_on_a_wait_for_the_speakers_own_reason_is_not
     assert judge.judge(Utterance("Hang on, I need to find my glasses.", 10.0, level)).addressed
 
 
+def test_the_first_half_of_a_joined_utterance_does_not_make_a_conversation_of_itself() -> None:
+    """The VAD split "Sea | bee, shut the gate." at a pause, and the recogniser wrote the first
+    half as a word that reads as addressed. The halves are judged together, with no
+    conversation going on (the first half's own verdict, decided again, is no evidence of
+    one): the misheard-name opening drops both. After an assistant turn both are kept."""
+    judge = Addressee("Venus", fixed_head(0.9), HashEmbedder(), statement_threshold=0.2)
+    level = judge.user_db
+    first = Utterance("Sea", 0.5, level, end_s=1.0)
+    second = Utterance("bee, shut the gate.", 1.0 + JOIN_GAP_S / 2, level, end_s=2.5)
+    assert judge.judge(first).addressed  # on its own
+    verdict = judge.judge(second)
+    assert verdict.joined and not verdict.addressed and verdict.reason == "text"
+    assert judge.idle(3.0)  # nothing addressed was left
+    judge.reset()
+    judge.note_assistant_turn(0.2)
+    assert judge.judge(first).addressed and judge.judge(second).addressed
+
+
 def test_an_acknowledgement_set_off_by_a_pause_is_not_a_dropped_name() -> None:
     """ "Okay, | that is good.": the pause after the opening is the acknowledgement's, so the
     set-off rule leaves it to the phrasing; "Oops, | ..." or a bare "| have you seen ..." (a

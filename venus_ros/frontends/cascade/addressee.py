@@ -791,6 +791,8 @@ class Addressee:
         self._last_addressed_s: float | None = None
         self._last_turn_end_s: float | None = None
         self._previous: Utterance | None = None
+        #: ``_last_addressed_s`` as it was before the previous utterance was judged.
+        self._addressed_before: float | None = None
 
     def reset(self) -> None:
         """Start a new session: the user's level goes back to the prior; verdicts cleared; no
@@ -800,6 +802,7 @@ class Addressee:
         self._last_addressed_s = None
         self._last_turn_end_s = None
         self._previous = None
+        self._addressed_before = None
 
     def note_assistant_turn(self, end_s: float) -> None:
         """The assistant spoke until ``end_s`` (session time): a conversation is going on for
@@ -844,7 +847,9 @@ class Addressee:
         previous one with words continues it: it is decided on the words of both, from the
         previous one's start (a name, an answer or a lead-in said before the pause counts) and
         at the level of both, unless on its own it names the assistant or answers its
-        question; that verdict (:attr:`Verdict.joined`) holds for the previous one too."""
+        question; that verdict (:attr:`Verdict.joined`) holds for the previous one too, and
+        the previous one's own verdict is no evidence of a conversation going on (it is the
+        one decided again)."""
         text = " ".join(utterance.text.split())
         previous, self._previous = self._previous, utterance if text else None
         if (
@@ -854,6 +859,7 @@ class Addressee:
             and 0.0 <= utterance.start_s - previous.end_s <= JOIN_GAP_S
             and self._for_us(utterance, text)[0] is None
         ):
+            self._last_addressed_s = self._addressed_before
             joined = replace(
                 previous,
                 text=f"{previous.text.strip()} {text}",
@@ -863,6 +869,7 @@ class Addressee:
             verdict = replace(self._decide(joined), joined=True)
         else:
             verdict = self._decide(utterance)
+        self._addressed_before = self._last_addressed_s
         self.verdicts.append(verdict)
         if verdict.addressed and verdict.reason != "no_text":
             self._last_addressed_s = utterance.start_s
