@@ -167,9 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     floor.add_argument(
         "--echo-share",
         type=float,
-        default=None,
-        help="share of samples heard through the echo path with echo cancellation (default: "
-        "the committed model's, 0.5)",
+        default=0.0,
+        help="share of samples heard through the echo path with echo cancellation (default 0)",
     )
     floor.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     router = models.add_parser("router", help="the delegation router (~15 s)")
@@ -480,7 +479,7 @@ def _train(args: argparse.Namespace) -> int:
         argv = ["--seed", str(args.seed), "--cross-seeds", str(args.cross_seeds)]
         return train_router_main(argv + (["--out", str(args.out)] if args.out else []))
     from venus_ros.frontends.cascade.floor import MODEL_PATH
-    from venus_ros.training.floor import DEFAULT_ECHO_SHARE, DEFAULT_N_PER_CATEGORY, train_floor
+    from venus_ros.training.floor import DEFAULT_N_PER_CATEGORY, train_floor
 
     out = args.out or MODEL_PATH.parent
     summary = train_floor(
@@ -488,7 +487,7 @@ def _train(args: argparse.Namespace) -> int:
         out,
         n_per_category=args.n or DEFAULT_N_PER_CATEGORY,
         progress=not args.no_progress,
-        echo_share=DEFAULT_ECHO_SHARE if args.echo_share is None else args.echo_share,
+        echo_share=args.echo_share,
     )
     print(f"floor policy written to {out} ({summary.get('total_s', 0):.0f} s); see floor_report.md")
     return 0

@@ -81,7 +81,6 @@ from venus_ros.frontends.policy import FloorAction, FloorObservation, FloorPolic
 
 __all__ = [
     "CATEGORIES",
-    "DEFAULT_ECHO_SHARE",
     "DEFAULT_N_PER_CATEGORY",
     "GOALS",
     "Row",
@@ -98,8 +97,6 @@ CATEGORIES: tuple[str, ...] = tuple(c for c in SCENARIO_CATEGORIES if c != "tool
 RESUME: tuple[str, ...] = tuple(c for c in OVERLAP_CATEGORIES if c != "interruption")
 #: Samples per category by default (the committed model; 6-9 minutes in all on two cores).
 DEFAULT_N_PER_CATEGORY = 70
-#: Share of the samples heard through the echo path by default (the committed model).
-DEFAULT_ECHO_SHARE = 0.5
 #: The goals the thresholds are chosen for (share of samples).
 GOALS: Mapping[str, float] = {
     "interruption": 0.90,
@@ -876,8 +873,7 @@ def _report(summary: Mapping[str, Any]) -> str:
         "# Floor policy: training report",
         "",
         "Written by `venus_ros.training.floor.train_floor` "
-        f"(`venus-ros train floor --seed {summary['seed']} --echo-share {sz['echo_share']:g}`). "
-        "Validation numbers are "
+        f"(`venus-ros train floor --seed {summary['seed']}`). Validation numbers are "
         f"out-of-fold predictions of {sz['folds']}-fold cross-validation split by sample "
         "(stratified by category) on teacher-forced observations of the training suite (see "
         "the module docstring); the evaluation-suite numbers are measured separately with "
