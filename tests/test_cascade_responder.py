@@ -855,6 +855,38 @@ def test_a_cut_in_that_was_not_made_out_is_asked_again_only_when_long() -> None:
     assert responder.respond(clipped).spoken == STOPPED_PHRASE
 
 
+def test_a_stop_that_was_not_asked_for_is_taken_back_where_the_turn_was_cut() -> None:
+    """A bare back-channel after a cut-in, or speech the assistant stopped for that a session
+    part read as said to someone else (``aside``), is not answered: the cut-off turn goes on
+    from the clause it was cut in. A command in it is still acknowledged; with no turn cut off
+    there is nothing to take up."""
+    from venus_ros.frontends.cascade.responder import resume_text
+
+    story = "Tomatoes need six hours of sun a day, and they like deep watering twice a week."
+    heard = "Tomatoes need six hours of sun a day, and they like deep"
+    rest = "As I was saying, they like deep watering twice a week."
+    assert resume_text(heard, story) == rest
+    assert resume_text("Tomatoes need", story) == f"As I was saying, t{story[1:]}"
+    assert resume_text(story, story) == ""  # all of it was heard
+    assert resume_text("I think so.", "I think so. USB cables work.") == (
+        "As I was saying, USB cables work."
+    )
+
+    responder = CascadeResponder(lambda _: True, capabilities=[])
+    aside = UserRequest("Tom, have you seen my glasses?", 0.0, 2.0, 1.8, True, aside=True)
+    assert responder.respond(request("Uh-huh.")) is None  # nothing was cut off: not answered
+    assert responder.respond(aside).kind == "delegate"  # nothing to take up: as before
+    for said in (request("Uh-huh."), request("Okay."), aside):
+        responder.heard(heard, True, story[len(heard) :])
+        got = responder.respond(said)
+        assert (got.spoken, got.kind, responder.last_intent) == (rest, "ack", "resume")
+    responder.heard(heard, True, story[len(heard) :])
+    phone = UserRequest("Hold on, my phone is ringing.", 0.0, 2.0, 1.8, True, aside=True)
+    assert responder.respond(phone).spoken == "I'll wait."  # asked to wait: it waits
+    responder.heard(heard, True, story[len(heard) :])
+    assert responder.respond(request("Tom, have you seen my glasses?")).kind == "delegate"
+
+
 def test_a_question_about_the_cut_turn_is_answered_from_what_it_said() -> None:
     from venus_ros.frontends.cascade.responder import about_cut_turn
 

@@ -236,9 +236,62 @@ def test_addressee_gate_admits_the_speech_the_policy_stopped_the_assistant_for()
     stopped = frontend_with(remark)
     gate.on_turn_yielded(stopped)  # the policy judged it an interruption and stopped for it
     assert gate.admit_request(stopped) is True and stopped.state.user_texts == [remark]
+    # ... but its words, once made out, call someone else: the request is marked aside
+    assert stopped.state.user_turn_aside is True
     gate.on_turn_started(stopped)  # answered: the next speech is judged again
     again = frontend_with(remark)
     assert gate.admit_request(again) is False
+    gate.reset()
+    cut_in = frontend_with("Wait, what time is it?")
+    gate.on_turn_yielded(cut_in)
+    assert gate.admit_request(cut_in) is True and cut_in.state.user_turn_aside is False
+    cut_in.state.forget_user_turn()
+    assert cut_in.state.user_turn_aside is False
+
+
+def test_speech_the_assistant_stopped_for_is_aside_only_when_it_reads_clearly_so() -> None:
+    """With the addressee's text head scoring below :data:`ASIDE_SCORE` (or a name that is
+    not the assistant's) the stop was a false one; a score between it and the head's threshold
+    drops speech the assistant did not stop for, but is not clear enough to take back a stop."""
+    from types import SimpleNamespace
+
+    from venus_ros.frontends.cascade.addressee import Addressee, Verdict
+    from venus_ros.frontends.cascade.frontend import ASIDE_SCORE, reads_as_aside
+    from venus_ros.frontends.cascade.state import SessionState
+    from venus_ros.frontends.cascade.texthead import TextHead
+
+    class Zeros:
+        name, dim = "zeros16", 16
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return np.zeros((len(texts), 16), np.float32)
+
+    def gate_scoring(p: float) -> AddresseeGate:
+        head = TextHead(np.zeros(16), float(np.log(p / (1 - p))), 0.5, "zeros16")
+        return AddresseeGate(Addressee("Venus", head=head, embedder=Zeros()))
+
+    def stopped_for(gate: AddresseeGate, *texts: str) -> bool:
+        state = SessionState(action=None, mic_pos=5 * 16000, frames_end=5 * 16000.0)
+        state.user_turn_start, state.user_turn_speech = 4 * 16000, 30
+        state.user_texts = list(texts)
+        frontend = SimpleNamespace(state=state, asr_enabled=True, user_speaking=False)
+        gate.reset()
+        gate.on_turn_yielded(frontend)
+        assert gate.admit_request(frontend) is True and state.user_texts == list(texts)
+        return state.user_turn_aside
+
+    below, between = ASIDE_SCORE / 2, (ASIDE_SCORE + 0.5) / 2
+    assert stopped_for(gate_scoring(below), "Where did I put that pen?")
+    assert stopped_for(gate_scoring(below), "Oh no.", "It's starting to rain.")
+    assert not stopped_for(gate_scoring(between), "Where did I put that pen?")
+    assert not stopped_for(gate_scoring(0.9), "How long does it take?")
+    assert stopped_for(gate_scoring(0.9), "Tom, have you seen my glasses?")  # another's name
+    assert not stopped_for(gate_scoring(below), "Venus, how long does it take?")  # its own
+    assert not stopped_for(gate_scoring(below))  # no words made out: nothing to read
+    assert not reads_as_aside(Verdict(False, "no_text", None))
+    assert reads_as_aside(Verdict(False, "quiet", below)) and not reads_as_aside(
+        Verdict(True, "answer", None)
+    )
 
 
 def test_addressee_gate_forgets_a_turn_whose_text_it_dropped_while_the_user_spoke_on() -> None:

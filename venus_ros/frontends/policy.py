@@ -271,6 +271,9 @@ class UserRequest:
         end_s: Session time of its last voiced frame's end.
         speech_s: Voiced time in it.
         asr: Whether ASR ran (an empty transcript with ASR means nothing intelligible).
+        aside: The assistant stopped for this speech, and its words, once made out, read as
+            said to someone else (a session part's judgement): the cut-off turn may be taken
+            up again instead of answering it.
     """
 
     transcript: str
@@ -278,6 +281,7 @@ class UserRequest:
     end_s: float
     speech_s: float
     asr: bool
+    aside: bool = False
 
 
 @dataclass(frozen=True)
@@ -1056,6 +1060,7 @@ class PolicyFrontend(Frontend):
             end / SAMPLE_RATE,
             self.state.user_turn_speech * FRAME_S,
             self.asr_enabled,
+            self.state.user_turn_aside,
         )
 
     def _respond(self) -> Response | None:

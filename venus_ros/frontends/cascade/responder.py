@@ -8,7 +8,11 @@ user *heard* of the assistant, cut where a turn was interrupted):
 2. with ASR on, a request with no intelligible word gets :data:`CLARIFY_PHRASE` — unless it
    was a short cut-in (at most :data:`SHORT_CUT_IN_S` of speech over the assistant, which
    stopped): that is most likely a command to stop, and gets :data:`STOPPED_PHRASE`;
-3. a bare back-channel or filler ("uh-huh", "okay", "um") is not answered at all;
+3. a bare back-channel or filler ("uh-huh", "okay", "um") is not answered at all; after a
+   cut-in it asked the assistant to go on, and so does speech it stopped for that turns out
+   to be said to someone else (:attr:`~venus_ros.frontends.policy.UserRequest.aside`, a
+   session part's reading, after the commands of step 4): the cut-off turn is taken up again
+   from the sentence it was cut in (:func:`resume_text`);
 4. a request made only of commands to stop or wait ("Wait, stop!", "Hold on a second.") is
    acknowledged in words that name it (:data:`~venus_ros.text.commands.COMMANDS`: "I'll
    stop.", "I'll wait."); right after a cut-in, a word one letter away from a command word
@@ -128,6 +132,7 @@ __all__ = [
     "harness_is_open_ended",
     "make_lm",
     "opener_for",
+    "resume_text",
     "with_context",
 ]
 
@@ -486,6 +491,22 @@ def cut_sentence(heard: str, whole: str) -> str:
 
 _CLAUSE_BREAK = re.compile(r"[,;:]\s+|\s+(?=(?:and|but|then|so|or|while)\s)")
 _CLAUSE_LEAD = re.compile(r"^(?:and|but|then|so|or)\s+", re.IGNORECASE)
+
+
+def resume_text(heard: str, whole: str) -> str:
+    """What the assistant says to take up a turn cut off after ``heard`` of ``whole``: "As I
+    was saying," and the rest of it from the clause it was cut in (its leading conjunction
+    dropped); '' when nothing of it was left unsaid."""
+    whole = " ".join(whole.split())
+    at = len(" ".join(heard.split()))
+    if at >= len(whole):
+        return ""
+    breaks = (*_CLAUSE_BREAK.finditer(whole), *re.finditer(r"[.!?]\s+", whole))
+    start = max((m.end() for m in breaks if m.start() < at), default=0)
+    rest = _CLAUSE_LEAD.sub("", whole[start:].lstrip())
+    if len(rest) > 1 and rest[1].islower() and not re.match(r"I\b", rest):
+        rest = rest[0].lower() + rest[1:]  # "Most adults" -> "most adults", not "I" or "USB"
+    return f"As I was saying, {rest}"
 
 
 def clauses(text: str) -> list[str]:
@@ -1441,8 +1462,8 @@ class CascadeResponder(Responder):
         self._stream: ReplyStream | None = None
         self._last_spoken = ""
         self._stop_ack = ""  # the acknowledgement of a command being said (not kept as a turn)
-        #: The intent of the latest response (``"clarify"``, ``"user_ack"``, a fixed phrase's
-        #: name, ``"delegate"``, ``"generated"``, ``"ack"``, ``"backend"``).
+        #: The intent of the latest response (``"clarify"``, ``"user_ack"``, ``"resume"``, a
+        #: fixed phrase's name, ``"delegate"``, ``"generated"``, ``"ack"``, ``"backend"``).
         self.last_intent = ""
 
     def reset(self) -> None:
@@ -1622,14 +1643,17 @@ class CascadeResponder(Responder):
                 return "stopped", STOPPED_PHRASE
             return "clarify", self.clarify_phrase
         words = normalise(transcript)
+        cut = self.conversation.cut_turn()
+        resumed = resume_text(*cut) if cut is not None else ""
         if transcript and (_ACK_ONLY.fullmatch(words) or is_filler_only(transcript)):
-            return "user_ack", ""
+            return ("resume", resumed) if cut_in and resumed else ("user_ack", "")
         command = command_of(transcript, tolerant=cut_in) or wait_with_reason(
             " ".join(request.transcript.split())
         )  # a wait and the user's reason for it ("Hold on, I need a pen."): the wait
         if command is not None:
             return command, command_reply(command, transcript)
-        cut = self.conversation.cut_turn()
+        if request.aside and resumed:
+            return "resume", resumed
         about = about_cut_turn(*cut, transcript) if cut is not None and transcript else None
         if about is not None:
             return about
@@ -1674,6 +1698,8 @@ class CascadeResponder(Responder):
         if intent == "user_ack":
             return None
         self._stop_ack = reply if intent in _STOP_ACKS else ""
+        if intent == "resume":  # not an answer: the speech was not for the assistant
+            return Response(reply, "ack")
         if intent == "generated":
             stream = self._start(transcript)
             self._stream = None  # handed to the turn player

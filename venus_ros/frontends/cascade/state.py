@@ -36,6 +36,8 @@ class SessionState:
         user_turn_speech: Voiced frames since the assistant last took the floor.
         user_turn_start: Where that speech began (None when there is none).
         user_texts: Its final transcripts.
+        user_turn_aside: That speech stopped the assistant but was judged, once its words were
+            made out, not said to it (:attr:`~venus_ros.frontends.policy.UserRequest.aside`).
         turn: The assistant's turn in progress (None while listening).
         turn_overlap: Voiced user frames over that turn's audio.
         play_end: Microphone sample where the emitted audio stops playing.
@@ -65,6 +67,7 @@ class SessionState:
     user_turn_speech: int = 0
     user_turn_start: float | None = None
     user_texts: list[str] = field(default_factory=list)
+    user_turn_aside: bool = False
     turn: Any = None
     turn_overlap: int = 0
     play_end: float = 0.0
@@ -84,6 +87,7 @@ class SessionState:
         self.user_turn_speech = 0
         self.user_turn_start = None
         self.user_texts = []
+        self.user_turn_aside = False
 
 
 @dataclass
