@@ -8,11 +8,12 @@ user *heard* of the assistant, cut where a turn was interrupted):
 2. with ASR on, a request with no intelligible word gets :data:`CLARIFY_PHRASE` — unless it
    was a short cut-in (at most :data:`SHORT_CUT_IN_S` of speech over the assistant, which
    stopped): that is most likely a command to stop, and gets :data:`STOPPED_PHRASE`;
-3. a bare back-channel or filler ("uh-huh", "okay", "um") is not answered at all; after a
-   cut-in it asked the assistant to go on, and so does speech it stopped for that turns out
-   to be said to someone else (:attr:`~venus_ros.frontends.policy.UserRequest.aside`, a
-   session part's reading, after the commands of step 4): the cut-off turn is taken up again
-   from the sentence it was cut in (:func:`resume_text`);
+3. a bare back-channel or filler ("uh-huh", "okay", "um") is not answered at all; right
+   after a cut-in it asks the assistant to go on, and so does speech it stopped for that
+   turns out to be said to someone else (a session part's reading, marked
+   :attr:`~venus_ros.frontends.policy.UserRequest.aside`; a command in it is still step
+   4's): the cut-off turn is taken up again from the clause it was cut in
+   (:func:`resume_text`);
 4. a request made only of commands to stop or wait ("Wait, stop!", "Hold on a second.") is
    acknowledged in words that name it (:data:`~venus_ros.text.commands.COMMANDS`: "I'll
    stop.", "I'll wait."); right after a cut-in, a word one letter away from a command word
