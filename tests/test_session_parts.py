@@ -133,6 +133,32 @@ def test_a_yield_is_told_to_the_parts(request_audio: np.ndarray) -> None:
     assert turns[:2] == ["started", "yielded"]
 
 
+class MarksAside(Recorder):
+    """Admits every request, marking the user's turn aside."""
+
+    def admit_request(self, frontend: PolicyFrontend) -> bool:
+        frontend.state.user_turn_aside = True
+        return super().admit_request(frontend)
+
+
+def test_a_part_can_mark_the_request_aside(request_audio: np.ndarray) -> None:
+    """What a part marks on the user's turn reaches the responder's request, and is gone
+    once that turn was answered."""
+    frontend = PolicyFrontend(VadBargeIn(), asr=False, session_parts=[MarksAside()])
+    requests = []
+    respond = frontend.responder.respond
+
+    def recording(request: Any, backend: str | None = None) -> Any:
+        requests.append(request)
+        return respond(request, backend)
+
+    frontend.responder.respond = recording  # type: ignore[method-assign]
+    run_offline(place(8.0, 1.5, request_audio), RATE, frontend, clock=FakeClock())
+    asked = [r for r in requests if r is not None]
+    assert asked and all(r.aside for r in asked)
+    assert started(frontend) == ["delegate"] and frontend.state.user_turn_aside is False
+
+
 class YieldClock(Recorder):
     """Records how many observations it had seen at each yield it was told of."""
 
