@@ -188,10 +188,9 @@ def reads_as_aside(verdict: Verdict) -> bool:
     """Whether an addressee verdict reads its speech clearly as not said to the assistant: it
     calls someone else by name (the floor never stops for that when it hears it in time), or
     the text head scores it below :data:`ASIDE_SCORE`."""
-    if verdict.addressed and verdict.reason != "text":
-        return False  # the assistant's name, or an answer to its question
     if verdict.reason == "other_name":
         return True
+    # (a verdict for the assistant's name or an answer to its question has no score)
     return verdict.score is not None and verdict.score < ASIDE_SCORE
 
 
@@ -271,11 +270,10 @@ class AddresseeGate(SessionPart):
         session = frontend.state
         texts = session.user_texts
         acc = self.state
+        self._judge_new(texts)
         if acc.yielded_to:
-            self._judge_new(texts)
             session.user_turn_aside = bool(texts) and all(map(reads_as_aside, acc.verdicts))
             return True
-        self._judge_new(texts)
         keep = [t for t, v in zip(texts, acc.verdicts, strict=True) if v.addressed]
         dropped = len(texts) - len(keep)
         if dropped:

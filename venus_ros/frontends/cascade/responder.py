@@ -1644,16 +1644,16 @@ class CascadeResponder(Responder):
                 return "stopped", STOPPED_PHRASE
             return "clarify", self.clarify_phrase
         words = normalise(transcript)
-        cut = self.conversation.cut_turn()
-        resumed = resume_text(*cut) if cut is not None else ""
+        cut = self.conversation.cut_turn()  # (there is one right after a cut-in)
         if transcript and (_ACK_ONLY.fullmatch(words) or is_filler_only(transcript)):
-            return ("resume", resumed) if cut_in and resumed else ("user_ack", "")
+            resumed = resume_text(*cut) if cut_in and cut is not None else ""
+            return ("resume", resumed) if resumed else ("user_ack", "")
         command = command_of(transcript, tolerant=cut_in) or wait_with_reason(
             " ".join(request.transcript.split())
         )  # a wait and the user's reason for it ("Hold on, I need a pen."): the wait
         if command is not None:
             return command, command_reply(command, transcript)
-        if request.aside and resumed:
+        if request.aside and cut is not None and (resumed := resume_text(*cut)):
             return "resume", resumed
         about = about_cut_turn(*cut, transcript) if cut is not None and transcript else None
         if about is not None:
