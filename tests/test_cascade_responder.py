@@ -822,7 +822,7 @@ def test_a_wait_with_the_users_own_reason_is_acknowledged_not_delegated() -> Non
 
 
 def test_a_command_then_a_question_is_told_from_a_wait_with_the_speakers_own_business() -> None:
-    from venus_ros.text.commands import command_then_question
+    from venus_ros.text.commands import command_then_question, wait_with_reason
     from venus_ros.text.requests import is_question
 
     assert command_then_question("Hang on, is there parking?") == "wait"
@@ -835,6 +835,10 @@ def test_a_command_then_a_question_is_told_from_a_wait_with_the_speakers_own_bus
     assert command_then_question("Hmm, stop, does it work in the rain?") == "stop"
     assert command_then_question("Never mind, is it late?") is None  # dropped, not asked
     assert command_then_question("Hang on.") is None
+    # a word set off before the command is passed over; more than one word is not
+    assert command_then_question("Home, hold on, can we skip ahead?") == "wait"
+    assert command_then_question("Look at that, hold on, is it raining?") is None
+    assert wait_with_reason("Yes, hang on, my phone is ringing.") == "wait"
     assert is_question("isn't it late") and is_question("so what's next")
     assert is_question("Right?") and not is_question("I can go.") and not is_question("")
 
@@ -942,6 +946,12 @@ def test_a_question_about_the_cut_turn_is_answered_from_what_it_said() -> None:
     assert reply("Hmm, hold on. I need to write this down. Start again?", two) == (
         f"Sure, from the start: {two}"
     )
+    # one word set off before the command (a filler the recogniser wrote as a word) is not
+    # read as something new asked about
+    assert reply("Home, hold on, can we skip to the end?", two) == (
+        "Sure, skipping to the end: move it into a wider pot."
+    )
+    assert reply("Home, hold on, what is a wider pot?", two) is None
 
 
 def test_a_request_after_cutting_in_is_answered_without_its_commands() -> None:

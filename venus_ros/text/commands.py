@@ -14,7 +14,14 @@ import re
 from venus_ros.text.requests import is_question
 from venus_ros.text.speech import split_sentences
 
-__all__ = ["COMMANDS", "command_of", "command_then_question", "normalise", "wait_with_reason"]
+__all__ = [
+    "COMMANDS",
+    "command_of",
+    "command_then_question",
+    "normalise",
+    "split_command",
+    "wait_with_reason",
+]
 
 #: Commands to stop or wait, strongest first: ``(name, pattern)`` over lower-case words.
 COMMANDS: tuple[tuple[str, str], ...] = (
@@ -102,14 +109,18 @@ def _commands_in(norm: str) -> set[str] | None:
     return found
 
 
-def _after_command(text: str) -> tuple[str, str] | None:
+def split_command(text: str) -> tuple[str, str] | None:
     """``(command, rest)`` when ``text`` opens with clauses that make a command
-    (:data:`COMMANDS`) and goes on; else None."""
+    (:data:`COMMANDS`) and goes on, else None. One word set off before the command is passed
+    over: a name or an interjection the command grammar does not know, often a filler the
+    recogniser wrote as a word ("Home, hold on, can we ...?" for "Hmm, hold on, ...")."""
     parts = [p for p in _CLAUSE_END.split(text.strip()) if p]
-    for k in range(1, len(parts)):
-        command = command_of(" ".join(parts[:k]))
-        if command is not None:
-            return command, " ".join(parts[k:])
+    opener = 1 if len(parts) > 2 and len(parts[0].split()) == 1 else 0
+    for first in range(opener + 1):
+        for k in range(first + 1, len(parts)):
+            command = command_of(" ".join(parts[first:k]))
+            if command is not None:
+                return command, " ".join(parts[k:])
     return None
 
 
@@ -127,7 +138,7 @@ def command_then_question(text: str) -> str | None:
     """
     sentences = split_sentences(text)
     for i in range(len(sentences)):
-        found = _after_command(" ".join(sentences[i:]))
+        found = split_command(" ".join(sentences[i:]))
         if found is None or found[0] == "never_mind" or not is_question(found[1]):
             continue
         if not _OWN_REASON.match(normalise(found[1])):
@@ -141,7 +152,7 @@ def wait_with_reason(text: str) -> str | None:
     sit down."), else None. The reason is a statement about the speaker, not a question or a
     request ("Hold on, can you go slower?" is neither): what such an utterance asks of the
     listener is the wait."""
-    found = None if "?" in text else _after_command(text)
+    found = None if "?" in text else split_command(text)
     if found is None or found[0] not in ("wait", "moment"):
         return None
     return found[0] if _OWN_REASON.match(normalise(found[1])) else None

@@ -87,7 +87,13 @@ from venus_ros.frontends.policy import (
     delegate_all,
     speakable,
 )
-from venus_ros.text.commands import COMMANDS, command_of, normalise, wait_with_reason
+from venus_ros.text.commands import (
+    COMMANDS,
+    command_of,
+    normalise,
+    split_command,
+    wait_with_reason,
+)
 from venus_ros.text.numbers import to_digits
 from venus_ros.text.repair import FILLER_WORDS, clean_disfluencies, is_filler_only
 from venus_ros.text.requests import (
@@ -777,9 +783,11 @@ _FILLER = re.compile(rf"\b{FILLER_WORDS}\b", re.IGNORECASE)
 def _new_topic(request: str, said: set[str]) -> bool:
     """Whether the sentence of ``request`` that asks about how the turn is said ("Can you give
     me the short version?"), without those words, names something the turn did not
-    (``said``: its content words): then it is a new request ("Briefly, what is X?")."""
+    (``said``: its content words): then it is a new request ("Briefly, what is X?"). A
+    command that opens the sentence, and a word set off before it, are not read
+    (:func:`~venus_ros.text.commands.split_command`: "Home, hold on, can we skip ahead?")."""
     asking = [t for t in _sentences(request) if any(p.search(t) for p in _ABOUT_SAYING)]
-    text = " ".join(asking)
+    text = " ".join((split_command(t) or ("", t))[1] for t in asking)
     for pattern in (*_ABOUT_SAYING, _FILLER):
         text = pattern.sub(" ", text)
     return bool(asked_words(text) - said - _SPEECH_ACT_WORDS)
