@@ -251,6 +251,31 @@ def test_policy_stops_between_boundaries_on_a_confident_head(tmp_path: Path) -> 
     assert policy_with(tmp_path, 0.95).decide(listening) is FloorAction.KEEP_LISTENING
 
 
+def test_words_read_as_a_remark_are_not_yielded_to_on_how_they_sound(tmp_path: Path) -> None:
+    """The boundary model yields on how speech over the turn sounds; words the interruption
+    head reads as a remark (below REMARK_SCORE) hold that yield back until they read otherwise."""
+    from venus_ros.frontends.cascade.floor import REMARK_SCORE
+
+    boundary = overlapping(substep=4, substeps=SUBSTEPS, transcript="Where is my pen?")
+
+    def policy(score: float) -> TrainedFloorPolicy:
+        path = tmp_path / f"head-{score}.npz"
+        fixed_head(score).save(path)
+        # a boundary model that yields at every boundary with speech over the turn
+        return TrainedFloorPolicy(
+            MODEL_PATH, embedder=CountingEmbedder(), interruption=path, yield_threshold=0.0,
+            yield_count=1,
+        )  # fmt: skip
+
+    remark = policy(REMARK_SCORE - 0.05)
+    assert remark.decide(boundary) is FloorAction.KEEP_SPEAKING
+    # no words read at this boundary: the boundary model decides
+    assert remark.decide(replace(boundary, transcript="")) is FloorAction.YIELD
+    unsure = policy(REMARK_SCORE + 0.05)  # neither a remark nor an interruption: as before
+    assert unsure.decide(boundary) is FloorAction.YIELD
+    assert unsure.last_interruption == pytest.approx(REMARK_SCORE + 0.05)
+
+
 def test_a_final_transcript_over_the_turn_is_read_when_there_is_no_partial(
     tmp_path: Path,
 ) -> None:

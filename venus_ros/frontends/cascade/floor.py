@@ -128,6 +128,12 @@ CONFIDENT_YIELD = 0.99
 one such boundary was rare in remarks to others (0-4 % of them on training-split suites), and
 it comes a unit (about a second) sooner; chosen with the streak's threshold raised to 0.7
 (``models/floor_report.md``, "Yield rule changed")."""
+REMARK_SCORE = 0.25
+"""Speech over the turn whose words the interruption head scores below this reads as a remark
+or background talk: the boundary model's yield (on how the speech sounds) is not taken for it
+until its words read otherwise. On training-split suites (1002203, 1002502, 1002604, 1002605,
+plain and echo) the boundary model stopped the assistant for 4 remarks and background lines
+scored 0.13-0.26 by then, and for no interruption scored below 0.31 (224 cut-ins)."""
 PRIOR_USER_DB = -26.0
 """The user's voiced level assumed before they spoke to a silent assistant (dBFS)."""
 FEATURE_VERSION = 2
@@ -500,7 +506,8 @@ class TrainedFloorPolicy(FloorPolicy):
     head's threshold for a complete utterance (``final_threshold``, chosen with the partials'
     by the trainer on what the recogniser makes of whole training utterances). The boundary
     after such a stop sees it as a yield (the answer follows the user's end). Below the
-    threshold the boundary model decides as before.
+    threshold the boundary model decides as before, except that words read as a remark or
+    background talk (a score below :data:`REMARK_SCORE`) are not yielded to on how they sound.
 
     Args:
         path: The ONNX model (default :data:`MODEL_PATH`).
@@ -605,6 +612,8 @@ class TrainedFloorPolicy(FloorPolicy):
         #: ``(text, head score, command, asks)`` of the latest text read (a partial is kept
         #: between recognitions: each is read once, not per sub-step; :func:`_cut_in_reading`).
         self._scored: tuple[str, float, str | None, bool] | None = None
+        #: The head's score of the words read at the latest observation (None: none read).
+        self._reading: float | None = None
         #: Level of the user's latest utterance heard over the current turn.
         self._level = UtteranceLevel()
         #: The finals as the assistant took the floor (a turn that does not answer them, a
@@ -636,6 +645,7 @@ class TrainedFloorPolicy(FloorPolicy):
         final. A command that goes on to ask a question (:func:`~venus_ros.text.commands.
         command_then_question`: "Hang on, is there parking?", "Stop, does it ...")
         interrupts as a partial too."""
+        self._reading = None
         if self.interruption is None or not obs.assistant_speaking:
             return False
         self._level.update(obs)
@@ -654,7 +664,7 @@ class TrainedFloorPolicy(FloorPolicy):
             score = float(self.interruption.scores(embedding, [text])[0])
             self._scored = (text, score, *_cut_in_reading(text))
         _, score, command, asks = self._scored
-        self.last_interruption = score
+        self.last_interruption = self._reading = score
         if asks or (command is not None and (not partial or command in FIRM_COMMANDS)):
             return True  # a whole utterance that only asks to stop or wait ("Enough.")
         return score >= self.interruption.threshold_for(final=not partial)
@@ -699,7 +709,9 @@ class TrainedFloorPolicy(FloorPolicy):
             likely = over and p_yield >= self.yield_threshold
             self._streak = self._streak + 1 if likely else 0
             confident = over and p_yield >= self.confident_yield
-            yields = interrupted or self._streak >= self.yield_count or confident
+            sounds = self._streak >= self.yield_count or confident
+            remark = self._reading is not None and self._reading < REMARK_SCORE
+            yields = interrupted or (sounds and not remark)
             action = FloorAction.YIELD if yields and not elsewhere else FloorAction.KEEP_SPEAKING
         else:
             self._streak = 0
