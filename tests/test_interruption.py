@@ -227,7 +227,7 @@ def spoken_then_ended(**final: Any) -> tuple[FloorObservation, FloorObservation]
 
 
 def test_policy_stops_between_boundaries_on_a_confident_head(tmp_path: Path) -> None:
-    sub = overlapping(substep=1, substeps=SUBSTEPS, transcript="wait", turn_overlap_s=0.4)
+    sub = overlapping(substep=1, substeps=SUBSTEPS, transcript="well then", turn_overlap_s=0.4)
     sure = policy_with(tmp_path, 0.95)
     assert sure.substeps == SUBSTEPS
     assert sure.decide(sub) is FloorAction.YIELD
@@ -398,8 +398,8 @@ def test_a_whole_utterance_that_only_asks_to_stop_or_wait_stops_the_assistant(
 ) -> None:
     """Whatever the head's score, a final made only of a command ("Enough.") over the turn
     stops the assistant; a back-channel or a question does not, nor a command far below the
-    user's level (a TV), nor a partial asking to wait (it may go on: "Hold on, my phone is
-    ringing"); a partial asking to stop or be quiet does."""
+    user's level (a TV); a partial asking to stop, be quiet or wait does, one saying never mind
+    does not (it may go on: "Never mind, I'll do it myself")."""
     spoken, ended = spoken_then_ended()
     for text, action in (
         ("Enough.", FloorAction.YIELD),
@@ -414,8 +414,9 @@ def test_a_whole_utterance_that_only_asks_to_stop_or_wait_stops_the_assistant(
     far.decide(replace(spoken, user_speech_db=-45.0))
     assert far.decide(replace(ended, user_text="Enough.")) is FloorAction.KEEP_SPEAKING
     for text, action in (
-        ("Hold on.", FloorAction.KEEP_SPEAKING),  # may go on: "..., my phone is ringing"
-        ("Just a second.", FloorAction.KEEP_SPEAKING),
+        ("Hang on.", FloorAction.YIELD),
+        ("Just a second.", FloorAction.YIELD),
+        ("Never mind.", FloorAction.KEEP_SPEAKING),
         ("Enough.", FloorAction.YIELD),  # to stop or be quiet: at once
         ("Okay, quiet, please.", FloorAction.YIELD),
         ("Fair enough.", FloorAction.KEEP_SPEAKING),

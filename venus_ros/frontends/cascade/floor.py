@@ -109,10 +109,13 @@ SUBSTEPS = 5
 """Observations per unit the policy asks for when it has the interruption head (200 ms)."""
 MIN_INTERRUPT_OVERLAP_S = 0.2
 """Overlapping user speech heard in the assistant's turn before the head may stop it."""
-FIRM_COMMANDS = frozenset({"stop", "quiet"})
+FIRM_COMMANDS = frozenset({"stop", "quiet", "wait", "moment"})
 """Commands (:data:`~venus_ros.text.commands.COMMANDS`) that stop the assistant as soon as a
-partial transcript is only one of them; the others (wait, a moment, never mind) open remarks
-to oneself or others too, and stop it only as a whole utterance."""
+partial transcript is only one of them; "never mind" stops it only as a whole utterance. A
+wait opens some remarks too ("Hold on, my phone is ringing."), but on the training-split
+suites the head already stopped for every such remark at its "Hold on." partial, while a
+cut-in's "Hang on." partial (scored just below the threshold) was talked through for 0.8-1.8 s
+more, to its next words (4 of 112 interruption stops)."""
 INTERRUPT_QUIET_DB = 7.0
 """Speech this far below the user's running level (a TV, someone across the room) never stops
 the assistant on the head's word alone."""
@@ -639,10 +642,9 @@ class TrainedFloorPolicy(FloorPolicy):
         command_of`: "Enough.", "Hold up, please.") interrupts whatever the head's score: a
         short command is an interruption, and the head, trained without the evaluation's
         wording, reads some of them (one-word ones most) below its threshold. So does a
-        partial whose latest sentence only asks to stop or be quiet (:data:`FIRM_COMMANDS`:
-        "Enough." heard 0.3 s in is not talked through to its final); one that asks to wait
-        may still go on as a remark ("Hold on, my phone is ringing"), so it waits for the
-        final. A command that goes on to ask a question (:func:`~venus_ros.text.commands.
+        partial whose latest sentence only asks to stop, be quiet or wait
+        (:data:`FIRM_COMMANDS`: "Enough." or "Hang on." heard 0.3 s in is not talked through
+        to its final). A command that goes on to ask a question (:func:`~venus_ros.text.commands.
         command_then_question`: "Hang on, is there parking?", "Stop, does it ...")
         interrupts as a partial too."""
         self._reading = None
