@@ -478,19 +478,6 @@ def test_short_words_the_trimmed_window_calls_silence_are_heard_with_the_full_wi
     assert asr.fallbacks > before  # the full window was needed (15 of these 40 in tiny.en)
 
 
-def test_a_decoder_loop_is_told_from_a_repeated_command() -> None:
-    from venus_ros.audio.asr import MAX_REPEATS, looks_degenerate
-
-    loop = "So we're going to wait, wait, wait, wait, wait, wait, wait, wait it."  # tiny.en's
-    assert looks_degenerate(loop, 2.9)  # too little to compress, too few words per second
-    assert looks_degenerate(" ".join(["stop"] * 12), 1.0)  # too many words per second
-    said = ", ".join(["Wait"] * MAX_REPEATS) + "."
-    assert not looks_degenerate(said, 1.5) and not looks_degenerate("No no no.", 1.0)
-    assert not looks_degenerate("That that is fine, is it?", 1.5)  # runs of other words
-    assert not looks_degenerate("... ... ... ... ... ...", 2.0)  # no words at all
-    assert not looks_degenerate("", 1.0)
-
-
 def test_asr_dc_offset_and_int16_input(asr: WhisperAsr, scenes: list[Scene]) -> None:
     sc = scenes[0]
     speech = sc.signal[sc.start - 800 : sc.end + 800]

@@ -48,7 +48,6 @@ import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from itertools import groupby
 from pathlib import Path
 from typing import Any, Literal
 
@@ -456,24 +455,15 @@ def max_tokens(audio_s: float) -> int:
     return math.ceil(10.0 * max(audio_s, 1.0)) + 8
 
 
-#: More of one word in a row than this is a decoder loop (people say "no no no", "wait, wait,
-#: wait"; tiny.en once wrote "wait" eight times for "Sorry to interrupt, ...").
-MAX_REPEATS = 4
-
-
 def looks_degenerate(text: str, audio_s: float) -> bool:
     """Whether a transcript looks like a decoder loop: highly compressible text (the ratio
-    faster-whisper uses, > 2.4), more than 6 words per second of audio, or one word more than
-    :data:`MAX_REPEATS` times in a row (a short loop compresses too little to show)."""
+    faster-whisper uses, > 2.4) or more than 6 words per second of audio."""
     if not text:
         return False
     raw = text.encode("utf-8")
     if len(raw) / len(zlib.compress(raw)) > 2.4:
         return True
-    if len(text.split()) > 6.0 * max(audio_s, 1.0):
-        return True
-    words = ("".join(c for c in w.lower() if c.isalnum()) for w in text.split())
-    return any(word and len(list(run)) > MAX_REPEATS for word, run in groupby(words))
+    return len(text.split()) > 6.0 * max(audio_s, 1.0)
 
 
 # -- segments from a stream -------------------------------------------------------------------
