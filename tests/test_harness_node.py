@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,6 @@ class Run:
     """One goal as the client saw it."""
 
     handle: ClientGoalHandle
-    feedback: list[Delegate.Feedback] = field(default_factory=list)
     result: Delegate.Result | None = None
     status: int = GoalStatus.STATUS_UNKNOWN
     seconds: float = 0.0
@@ -59,6 +59,16 @@ class Client:
             TimelineEvent, TOPICS["timeline"], self.events.append, reliable(1000)
         )
         self.timeline_pub = node.create_publisher(TimelineEvent, TOPICS["timeline"], reliable(1000))
+        # The action's feedback topic itself: the client drops a goal's feedback callback once
+        # its result is in, and feedback and result travel on different channels, so feedback
+        # read through the callback may lose the race with the result.
+        self.feedback: dict[bytes, list[Delegate.Feedback]] = defaultdict(list)
+        self.feedback_sub = node.create_subscription(
+            Delegate.Impl.FeedbackMessage,
+            f"{TOPICS['delegate']}/_action/feedback",
+            lambda msg: self.feedback[bytes(msg.goal_id.uuid)].append(msg.feedback),
+            reliable(100),
+        )
 
     def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
         self.probe.wait_for(condition, timeout, what)
@@ -74,16 +84,11 @@ class Client:
         goal = Delegate.Goal(
             query=query, session_id=session_id, turn_id=turn_id, evidence_cutoff_seq=cutoff
         )
-        feedback: list[Delegate.Feedback] = []
-
-        def on_feedback(msg: Any) -> None:
-            feedback.append(msg.feedback)
-
         started = time.perf_counter()
-        handle = self.wait(self.action.send_goal_async(goal, on_feedback), f"goal {query!r}")
+        handle = self.wait(self.action.send_goal_async(goal), f"goal {query!r}")
         if not handle.accepted:
             return None
-        run = Run(handle, feedback)
+        run = Run(handle)
         run.seconds = -started
         return run
 
@@ -117,6 +122,7 @@ def harness(module_probe: Probe, tmp_path_factory: pytest.TempPathFactory) -> It
                 client.status_sub.get_publisher_count() >= 1
                 and client.timeline_sub.get_publisher_count() >= 2
                 and client.timeline_pub.get_subscription_count() >= 2
+                and client.feedback_sub.get_publisher_count() >= 1
             ),
             "the harness's topics to match",
         )
@@ -137,11 +143,10 @@ def test_arithmetic_goal_completes_with_feedback_status_and_timeline(harness: Cl
     assert run.result.final_state == "COMPLETED" and run.status == GoalStatus.STATUS_SUCCEEDED
     assert "84" in run.result.reply_text
     assert run.payload["tool"] == "calculator" and run.payload["result"]["value"] == 84
-    # Feedback and result travel on different channels: the client forgets a goal's feedback
-    # callback once its result is in, so the last feedback may lose the race.
-    harness.wait_until(lambda: len(run.feedback) >= 2, "feedback")
+    feedback = harness.feedback[bytes(run.handle.goal_id.uuid)]
+    harness.wait_until(lambda: len(feedback) >= 2, "feedback")
     lived = ["QUEUED", "RUNNING", "COMPLETED"]
-    assert [f.state for f in run.feedback] == lived[: len(run.feedback)]
+    assert [f.state for f in feedback] == lived[: len(feedback)]
     # The reply went out in the result: DELIVERING until the frontend reports its playback.
     lifecycle = [*lived, "DELIVERING"]
     harness.wait_until(
