@@ -115,8 +115,8 @@ def split_command(text: str) -> tuple[str, str] | None:
     over: a name or an interjection the command grammar does not know, often a filler the
     recogniser wrote as a word ("Home, hold on, can we ...?" for "Hmm, hold on, ...")."""
     parts = [p for p in _CLAUSE_END.split(text.strip()) if p]
-    opener = 1 if len(parts) > 2 and len(parts[0].split()) == 1 else 0
-    for first in range(opener + 1):
+    firsts = (0, 1) if len(parts) > 2 and len(parts[0].split()) == 1 else (0,)
+    for first in firsts:
         for k in range(first + 1, len(parts)):
             command = command_of(" ".join(parts[first:k]))
             if command is not None:

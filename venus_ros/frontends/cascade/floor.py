@@ -612,12 +612,11 @@ class TrainedFloorPolicy(FloorPolicy):
         self._stopped_early = False
         self.user_db = PRIOR_USER_DB
         self.last_probs: tuple[float, float] = (0.0, 0.0)
+        #: The head's score of the words read at the latest observation (None: none read).
         self.last_interruption: float | None = None
         #: ``(text, head score, command, asks)`` of the latest text read (a partial is kept
         #: between recognitions: each is read once, not per sub-step; :func:`_cut_in_reading`).
         self._scored: tuple[str, float, str | None, bool] | None = None
-        #: The head's score of the words read at the latest observation (None: none read).
-        self._reading: float | None = None
         #: Level of the user's latest utterance heard over the current turn.
         self._level = UtteranceLevel()
         #: The finals as the assistant took the floor (a turn that does not answer them, a
@@ -648,7 +647,7 @@ class TrainedFloorPolicy(FloorPolicy):
         to its final). A command that goes on to ask a question (:func:`~venus_ros.text.commands.
         command_then_question`: "Hang on, is there parking?", "Stop, does it ...")
         interrupts as a partial too."""
-        self._reading = None
+        self.last_interruption = None
         if self.interruption is None or not obs.assistant_speaking:
             return False
         self._level.update(obs)
@@ -667,7 +666,7 @@ class TrainedFloorPolicy(FloorPolicy):
             score = float(self.interruption.scores(embedding, [text])[0])
             self._scored = (text, score, *_cut_in_reading(text))
         _, score, command, asks = self._scored
-        self.last_interruption = self._reading = score
+        self.last_interruption = score
         if asks or (command is not None and (not partial or command in FIRM_COMMANDS)):
             return True  # a whole utterance that only asks to stop or wait ("Enough.")
         return score >= self.interruption.threshold_for(final=not partial)
@@ -713,7 +712,8 @@ class TrainedFloorPolicy(FloorPolicy):
             self._streak = self._streak + 1 if likely else 0
             confident = over and p_yield >= self.confident_yield
             sounds = self._streak >= self.yield_count or confident
-            remark = self._reading is not None and self._reading < REMARK_SCORE
+            heard = self.last_interruption
+            remark = heard is not None and heard < REMARK_SCORE
             yields = interrupted or (sounds and not remark)
             action = FloorAction.YIELD if yields and not elsewhere else FloorAction.KEEP_SPEAKING
         else:
