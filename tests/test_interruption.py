@@ -226,6 +226,22 @@ def spoken_then_ended(**final: Any) -> tuple[FloorObservation, FloorObservation]
     return spoken, replace(ended, **final)
 
 
+def test_any_text_is_read_on_the_interruption_head_and_the_addressee_gate_asks_it(
+    tmp_path: Path,
+) -> None:
+    """The cascade's addressee gate asks the floor's interruption head whether the words it
+    stopped for read as a cut-in before it takes the stop back as an aside."""
+    from venus_ros.frontends.cascade.frontend import CascadeFrontend, CascadeParts
+
+    policy = policy_with(tmp_path, 0.7)
+    assert policy.interruption_score("Sorry to cut in, but the") == pytest.approx(0.7)
+    headless = TrainedFloorPolicy(MODEL_PATH, embedder=CountingEmbedder(), interruption=False)
+    assert headless.interruption_score("Stop.") is None
+    parts = CascadeParts(policy, lambda text: False, None, "trained", "all", ())
+    gate = CascadeFrontend(parts, asr=False).addressee_gate
+    assert gate.cut_in is not None and gate.cut_in("Wait, what?") == pytest.approx(0.7)
+
+
 def test_policy_stops_between_boundaries_on_a_confident_head(tmp_path: Path) -> None:
     sub = overlapping(substep=1, substeps=SUBSTEPS, transcript="well then", turn_overlap_s=0.4)
     sure = policy_with(tmp_path, 0.95)

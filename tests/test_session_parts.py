@@ -277,12 +277,13 @@ def test_addressee_gate_admits_the_speech_the_policy_stopped_the_assistant_for()
 
 def test_speech_the_assistant_stopped_for_is_aside_only_when_it_reads_clearly_so() -> None:
     """With the addressee's text head scoring below :data:`ASIDE_SCORE` (or a name that is
-    not the assistant's) the stop was a false one; a score between it and the head's threshold
+    not the assistant's) the stop was a false one, unless the floor's interruption head reads
+    the words as a cut-in (:data:`CUT_IN_SCORE`); a score between it and the head's threshold
     drops speech the assistant did not stop for, but is not clear enough to take back a stop."""
     from types import SimpleNamespace
 
     from venus_ros.frontends.cascade.addressee import Addressee, Verdict
-    from venus_ros.frontends.cascade.frontend import ASIDE_SCORE, reads_as_aside
+    from venus_ros.frontends.cascade.frontend import ASIDE_SCORE, CUT_IN_SCORE, reads_as_aside
     from venus_ros.frontends.cascade.state import SessionState
     from venus_ros.frontends.cascade.texthead import TextHead
 
@@ -292,9 +293,10 @@ def test_speech_the_assistant_stopped_for_is_aside_only_when_it_reads_clearly_so
         def embed(self, texts: list[str]) -> np.ndarray:
             return np.zeros((len(texts), 16), np.float32)
 
-    def gate_scoring(p: float) -> AddresseeGate:
+    def gate_scoring(p: float, cut_in: float | None = None) -> AddresseeGate:
         head = TextHead(np.zeros(16), float(np.log(p / (1 - p))), 0.5, "zeros16")
-        return AddresseeGate(Addressee("Venus", head=head, embedder=Zeros()))
+        scorer = None if cut_in is None else (lambda text: cut_in)
+        return AddresseeGate(Addressee("Venus", head=head, embedder=Zeros()), cut_in=scorer)
 
     def stopped_for(gate: AddresseeGate, *texts: str) -> bool:
         state = SessionState(action=None, mic_pos=5 * 16000, frames_end=5 * 16000.0)
@@ -314,6 +316,11 @@ def test_speech_the_assistant_stopped_for_is_aside_only_when_it_reads_clearly_so
     assert stopped_for(gate_scoring(0.9), "Tom, have you seen my glasses?")  # another's name
     assert not stopped_for(gate_scoring(below), "Venus, how long does it take?")  # its own
     assert not stopped_for(gate_scoring(below))  # no words made out: nothing to read
+    # The floor's interruption head reading the words as a cut-in keeps the stop; a name
+    # calling someone else still takes it back.
+    assert not stopped_for(gate_scoring(below, CUT_IN_SCORE), "Sorry to cut in, but the")
+    assert stopped_for(gate_scoring(below, CUT_IN_SCORE - 0.01), "Sorry to cut in, but the")
+    assert stopped_for(gate_scoring(0.9, 0.99), "Tom, have you seen my glasses?")
     assert not reads_as_aside(Verdict(False, "no_text", None))
     assert reads_as_aside(Verdict(False, "quiet", below)) and not reads_as_aside(
         Verdict(True, "answer", None)

@@ -662,14 +662,21 @@ class TrainedFloorPolicy(FloorPolicy):
         if level is not None and self.user_db - level > INTERRUPT_QUIET_DB:
             return False
         if self._scored is None or self._scored[0] != text:
-            embedding = self.features.embed(text)[None, :]
-            score = float(self.interruption.scores(embedding, [text])[0])
+            score = float(self.interruption_score(text) or 0.0)
             self._scored = (text, score, *_cut_in_reading(text))
         _, score, command, asks = self._scored
         self.last_interruption = score
         if asks or (command is not None and (not partial or command in FIRM_COMMANDS)):
             return True  # a whole utterance that only asks to stop or wait ("Enough.")
         return score >= self.interruption.threshold_for(final=not partial)
+
+    def interruption_score(self, text: str) -> float | None:
+        """The interruption head's probability that ``text``, said over the assistant, cuts it
+        off to be answered (None without a head)."""
+        if self.interruption is None:
+            return None
+        embedding = self.features.embed(text)[None, :]
+        return float(self.interruption.scores(embedding, [text])[0])
 
     def probabilities(self, obs: FloorObservation) -> tuple[float, float]:
         """``(p_yield, p_start)`` for an observation, given the current state."""
