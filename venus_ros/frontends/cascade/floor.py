@@ -662,7 +662,8 @@ class TrainedFloorPolicy(FloorPolicy):
         if level is not None and self.user_db - level > INTERRUPT_QUIET_DB:
             return False
         if self._scored is None or self._scored[0] != text:
-            score = float(self.interruption_score(text) or 0.0)
+            score = self.interruption_score(text)
+            assert score is not None  # (there is a head: checked above)
             self._scored = (text, score, *_cut_in_reading(text))
         _, score, command, asks = self._scored
         self.last_interruption = score
