@@ -673,9 +673,12 @@ class TrainedFloorPolicy(FloorPolicy):
 
     def interruption_score(self, text: str) -> float | None:
         """The interruption head's probability that ``text``, said over the assistant, cuts it
-        off to be answered (None without a head)."""
+        off to be answered (None without a head). The latest text read over the turn is not
+        embedded again (the addressee gate asks about the final the floor has just read)."""
         if self.interruption is None:
             return None
+        if self._scored is not None and self._scored[0] == text:
+            return self._scored[1]
         embedding = self.features.embed(text)[None, :]
         return float(self.interruption.scores(embedding, [text])[0])
 

@@ -293,10 +293,11 @@ class AddresseeGate(SessionPart):
         acc = self.state
         self._judge_new(texts)
         if acc.yielded_to:
+            named = any(v.reason == "other_name" for v in acc.verdicts)
             session.user_turn_aside = (
                 bool(texts)
                 and all(map(reads_as_aside, acc.verdicts))
-                and not self._cuts_in(texts, acc.verdicts)
+                and (named or not self._cuts_in(texts))
             )
             return True
         keep = [t for t, v in zip(texts, acc.verdicts, strict=True) if v.addressed]
@@ -320,10 +321,10 @@ class AddresseeGate(SessionPart):
         session.forget_user_turn()
         return False
 
-    def _cuts_in(self, texts: list[str], verdicts: list[Verdict]) -> bool:
+    def _cuts_in(self, texts: list[str]) -> bool:
         """Whether the words the assistant stopped for read as an interruption (``cut_in`` at
-        or above :data:`CUT_IN_SCORE`), none of them calling someone else by name."""
-        if self.cut_in is None or any(v.reason == "other_name" for v in verdicts):
+        or above :data:`CUT_IN_SCORE`)."""
+        if self.cut_in is None:
             return False
         score = self.cut_in(" ".join(texts))
         return score is not None and score >= CUT_IN_SCORE
