@@ -38,6 +38,7 @@ from venus_ros.frontends.cascade.addressee import (
     load_exclaim_threshold,
     load_statement_threshold,
     opening_of,
+    replies,
     restarts,
     set_off_by_pause,
     set_off_opening,
@@ -364,6 +365,45 @@ def test_with_no_conversation_going_on_a_wait_for_the_speakers_own_reason_is_not
     assert judge.judge(Utterance("Hang on, I need to find my glasses.", 10.0, level)).addressed
 
 
+@pytest.mark.parametrize(
+    ("text", "replying"),
+    [
+        ("Yes, I'm at home now.", True),
+        ("Yes, I'm at home, call me back later.", False),  # it asks ("call me")
+        ("No, the blue folder is in the other drawer.", True),
+        ("Okay, see you at the station at six.", True),
+        ("Really.", True),
+        ("Yeah, no, that works for me.", True),
+        ("Okay, can you turn the lights on?", False),  # it asks
+        ("Sure, put me down for two.", False),  # a request
+        ("Really?", False),  # a question back
+        ("Right now the kitchen is a mess.", False),  # "right" opens a clause, not a reply
+        ("Oops, I spilled my tea.", False),
+        ("I'll ask her tonight.", False),
+        ("", False),
+    ],
+)
+def test_replies_finds_statements_that_answer_someone(text: str, replying: bool) -> None:
+    assert replies(text) is replying
+
+
+def test_with_no_conversation_going_on_a_reply_answers_someone_else() -> None:
+    """Idle: "Yes, I'm at home now." answers nobody the assistant heard (a phone call, a
+    person in the room), however high its score; in a conversation (after an assistant turn)
+    the same words answer the assistant and are kept, and so is a reply that asks."""
+    judge = Addressee("Venus", fixed_head(0.9), HashEmbedder(), statement_threshold=0.2)
+    level = judge.user_db
+    for text in ("Yes, I'm at home now.", "No, I already paid the gas bill.", "Okay, deep breath."):
+        judge.reset()
+        verdict = judge.judge(Utterance(text, 0.0, level))
+        assert (verdict.addressed, verdict.reason, verdict.score) == (False, "reply", 0.9), text
+    judge.reset()
+    assert judge.judge(Utterance("Okay, what is the weather like?", 0.0, level)).addressed
+    judge.reset()
+    judge.note_assistant_turn(9.0)
+    assert judge.judge(Utterance("Yes, I'm at home now.", 10.0, level)).addressed
+
+
 def test_the_first_half_of_a_joined_utterance_does_not_make_a_conversation_of_itself() -> None:
     """The VAD split "Sea | bee, shut the gate." at a pause, and the recogniser wrote the first
     half as a word that reads as addressed. The halves are judged together, with no
@@ -383,7 +423,7 @@ def test_the_first_half_of_a_joined_utterance_does_not_make_a_conversation_of_it
 
 
 def test_an_acknowledgement_set_off_by_a_pause_is_not_a_dropped_name() -> None:
-    """ "Okay, | that is good.": the pause after the opening is the acknowledgement's, so the
+    """ "Okay, | what time is it?": the pause after the opening is the acknowledgement's, so the
     set-off rule leaves it to the phrasing; "Oops, | ..." or a bare "| have you seen ..." (a
     name the recogniser dropped) still need a clear request."""
     assert acknowledges("Okay, that is good.") and acknowledges("Ha ha, nice one.")
@@ -391,7 +431,7 @@ def test_an_acknowledgement_set_off_by_a_pause_is_not_a_dropped_name() -> None:
     assert acknowledges("Good night, see you tomorrow.") and not acknowledges("Hey, can you?")
     assert not acknowledges("Oops, I spilled it.") and not acknowledges("Hang on, wait.")
     judge = Addressee("Venus", fixed_head(SET_OFF_BAR - 0.1), HashEmbedder())
-    ack = Utterance("Okay, that is good.", 0.0, judge.user_db, opening_s=0.4, pause_s=0.1)
+    ack = Utterance("Okay, what time is it?", 0.0, judge.user_db, opening_s=0.4, pause_s=0.1)
     assert ack.set_off and judge.judge(ack).addressed
     judge.reset()
     oops = replace(ack, text="Oops, the cup fell over.")

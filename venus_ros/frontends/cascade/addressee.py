@@ -47,14 +47,16 @@ its final transcript, where it was, how loud it was) from general evidence, in t
      statement that opens with an exclamation or a call to wait (:func:`exclaims`: "Oops,
      ...", "Hold on, ...") scoring below the head's threshold, or a call to wait that gives only
      the speaker's own reason (:func:`~venus_ros.text.commands.wait_with_reason`: "One second,
-     let me sit down.": a silent assistant already waits) -> not addressed;
+     let me sit down.": a silent assistant already waits), or a statement that opens with a
+     reply whatever its score (:func:`replies`: "Yes, I'm at home now.", "Okay, see you at
+     six.": nothing was asked or said for it to answer) -> not addressed;
    * **no conversation going on**, an utterance that opens with a short phrase set off by a
      pause (:func:`set_off_by_pause`, from the VAD frames: "Tom, | have you seen ...",
      "Ugh, | the kettle ...", a name the recogniser dropped or garbled, an interjection, a call
      to wait) scoring below :data:`SET_OFF_BAR` -> not addressed (prosody: a vocative or a
      reaction is said as a phrase of its own; a request to the assistant rarely opens so),
      unless the opening the recogniser wrote is an acknowledgement (:func:`acknowledges`:
-     "Okay, | that is good.": the pause is the acknowledgement's) or a false start the
+     "Okay, | what's the time?": the pause is the acknowledgement's) or a false start the
      speaker restarts (:func:`restarts`: "Can you? | Can you ...": the words were made out).
    In a conversation, the phrasing at the user's level never drops speech.
 
@@ -120,6 +122,7 @@ __all__ = [
     "load_statement_threshold",
     "opening_of",
     "reads_aside",
+    "replies",
     "restarts",
     "set_off_by_pause",
     "set_off_opening",
@@ -549,6 +552,23 @@ def acknowledges(text: str) -> bool:
     return bool(words) and len(words) <= 3 and all(w in _ACKS for w in words)
 
 
+#: Words that answer what someone said or asked ("Yes, ...", "No, ...", "Okay, ...", "Really.").
+_REPLIES = frozenset(
+    "yes yeah yep yup no nope nah okay ok alright right sure really exactly".split()
+)
+
+
+def replies(text: str) -> bool:
+    """Whether ``text`` is a statement (:func:`asks` nothing) that opens with a reply: one to
+    three answer words making up its first clause ("Yes, I'm at home now.", "No, the folder is
+    in the other drawer.", "Okay, see you at six.", "Really."). With no conversation going on
+    nobody asked the speaker anything and nothing was said for them to take up, so such a
+    reply answers someone else: a person in the room or on the phone."""
+    first = re.split(r"[,.!?;:]", text, maxsplit=1)[0]
+    words = [w.lower().strip("'-") for w in _TOKEN.findall(first)]
+    return bool(words) and len(words) <= 3 and all(w in _REPLIES for w in words) and not asks(text)
+
+
 def restarts(text: str) -> bool:
     """Whether ``text`` opens with a false start that the next clause restarts: the same words
     again ("Can you? Can you open ...", "But a... but a timer ...") or its last word again
@@ -688,8 +708,10 @@ class Verdict:
         addressed: The decision.
         reason: ``"own_name"``, ``"other_name"``, ``"answer"``, ``"quiet"``, ``"text"``
             (the text head decided), ``"set_off"`` (an opening set off by a pause, not
-            clearly a request, with no conversation going on) or ``"no_text"`` (no words made
-            out: kept in a conversation, to be asked again; dropped with none going on).
+            clearly a request, with no conversation going on), ``"reply"`` (a statement that
+            opens with a reply, with no conversation going on: :func:`replies`) or
+            ``"no_text"`` (no words made out: kept in a conversation, to be asked again;
+            dropped with none going on).
         score: The text head's probability of being addressed (None when not computed).
         level_delta_db: ``speech_db`` minus the user's running level (None when unknown).
         joined: Decided together with the previous utterance, as the rest of its sentence
@@ -926,6 +948,8 @@ class Addressee:
             bar = self.statement_threshold if self.statement_threshold is not None else 0.0
             ask = self.ask_threshold if self.ask_threshold is not None else 0.0
             exclaim = max(head.threshold, self.exclaim_threshold or 0.0)
+            if replies(text):
+                return Verdict(False, "reply", score, delta)
             if reads_aside(text, score, bar, exclaim, ask):
                 return Verdict(False, "text", score, delta)
             if u.set_off and score < SET_OFF_BAR and not (acknowledges(text) or restarts(text)):
