@@ -587,6 +587,32 @@ def test_an_off_topic_reply_is_replaced_by_a_question_naming_the_request() -> No
     assert reply.stream.replaced and "coffee" in text and "late" not in text
 
 
+def test_a_reply_to_a_cut_in_opens_with_what_was_understood_even_when_ready() -> None:
+    """After the user cut the assistant off, the reply's first words name the request (its
+    opener), however soon the model's first phrase is ready, and the phrases follow once;
+    a reply to a request made with no turn cut off starts with the model's words."""
+    engine = ScriptedLm(["It has no gluten, yes."])
+    responder = CascadeResponder(lambda _: False, engine=engine, capabilities=[])
+    responder.heard("The bakery on Main Street sells", True, "rye bread and scones.")
+    reply = responder.respond(request("Hold on, is there a version without gluten?"))
+    assert reply is not None and reply.kind == "reply"
+    assert reply.spoken == "Is there a version without gluten? Let me think."
+    reply.stream.join()
+    assert reply.stream.open() == ""  # said once
+    assert reply.stream.take(0.0) == ("It has no gluten, yes.", True)
+    responder.reset()
+    responder.heard("The bakery on Main Street sells rye bread.", False)
+    reply = responder.respond(request("Is there a version without gluten?"))
+    assert reply is not None and reply.spoken == ""
+    reply.stream.join()
+    assert reply.stream.take(0.0) == ("It has no gluten, yes.", True)
+    # an opener that names nothing ("Oh, okay.") is left for a reply that is not ready
+    responder.reset()
+    responder.heard("The bakery on Main Street sells", True, "rye bread and scones.")
+    reply = responder.respond(request("Tell me about the weekend instead."))
+    assert reply is not None and reply.spoken == ""
+
+
 def test_an_on_topic_reply_streams_before_it_is_finished() -> None:
     gate = threading.Semaphore(0)
     engine = ScriptedLm(["The garage door", ", I think", ", is closed now.", " Bye."], gate)
@@ -613,8 +639,8 @@ def test_a_question_about_the_interrupted_answer_is_answered_from_it_not_delegat
     )
     reply = responder.respond(request("Sorry, which platform does it leave from?"))
     assert reply is not None and reply.kind == "reply" and responder.last_intent == "generated"
-    # nothing said ahead of the reply; its opener (said if the reply is late) names the question
-    assert reply.spoken == "" and reply.stream.opener.startswith("Which platform does it leave")
+    # after the cut-in, the opener naming the question is said ahead of the reply
+    assert reply.spoken == "Which platform does it leave from? Let me think."
     assert "platform four at ten. It stops at York." in engine.calls[-1][-1]["content"]
     reply.stream.join()
     text, _ = reply.stream.take(0.0)

@@ -60,7 +60,11 @@ unit never waits longer. When the turn starts before the first phrase is ready (
 transcript often arrives at the boundary where the policy takes the turn), the turn opens with
 a short acknowledgement that names the request (:func:`opener_for`: "Let me think about how
 long that takes.", "Oh, okay, the blue one.") instead of a silent unit, so that the first words
-after a cut-in answer to it even when the model is slow; a reply that then gives up says
+after a cut-in answer to it even when the model is slow. A reply to speech that cut the
+assistant off opens with that acknowledgement whenever it names the request, however soon the
+model is ready: the words were heard over the assistant's own voice, the user hears at once
+what was understood (and can correct a mishearing), and what is said first does not depend on
+how fast the machine generates. A reply that then gives up says
 :data:`FALLBACK_PHRASE` after it, not the request a second time. Without an engine
 (``lm=none``), step 9 is an acknowledgement ("Okay.").
 """
@@ -1712,9 +1716,13 @@ class CascadeResponder(Responder):
         if intent == "generated":
             stream = self._start(transcript)
             self._stream = None  # handed to the turn player
+            # After a cut-in the reply opens with what was understood (its opener naming the
+            # request), however soon its first phrase is ready: the words were heard over the
+            # assistant's own voice, and the user can correct a mishearing at once. Otherwise
+            # the first phrase, or its opener when that is not ready yet.
+            cut_in = self.conversation.just_interrupted() and bool(content_words(stream.opener))
             self.conversation.add("user", transcript)
-            # the reply's first phrase, or (not ready yet) its opener naming the request
-            return Response("", "reply", stream=stream)
+            return Response(stream.open() if cut_in else "", "reply", stream=stream)
         self.conversation.add("user", transcript)
         if intent == "delegate":
             query = self._query(request, transcript)
