@@ -640,10 +640,12 @@ _COMMAND_REPLY: dict[str, str] = {
     "moment": "Take your time.",
 }
 #: Acknowledgements that say the command back in the user's own words where those read as the
-#: assistant's too ("One second." -> "Take a second."): the user hears what was understood.
-#: ``(command, words, reply with {0} for them)``.
+#: assistant's too ("Just a moment." -> "Take a moment."): the user hears what was understood.
+#: ``(command, words, reply with {0} for them)``. Not "second": "Take a second." in the default
+#: voice (espeak-ng) is heard as "Take us out, kid." (Whisper tiny.en, every time); "One
+#: second." gets the command's own "Take your time.".
 _SAID_BACK: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("moment", re.compile(r"\b(moment|second|minute)\b"), "Take a {0}."),
+    ("moment", re.compile(r"\b(moment|minute)\b"), "Take a {0}."),
 )
 _STOP_ACKS = frozenset([*_COMMAND_REPLY, "stopped"])
 
@@ -652,7 +654,7 @@ def command_reply(command: str, text: str) -> str:
     """The acknowledgement of ``command`` (a :data:`~venus_ros.text.commands.COMMANDS` name) as
     ``text`` put it: its words said back where they fit (:data:`_SAID_BACK`), else the
     command's own."""
-    norm = re.sub(r"\bsec\b", "second", normalise(text))
+    norm = normalise(text)
     for name, words, reply in _SAID_BACK:
         found = words.search(norm) if name == command else None
         if found is not None:
