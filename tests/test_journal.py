@@ -127,7 +127,8 @@ def test_every_transition_is_in_the_journal_before_anyone_acts_on_it(
 
     async def look_first(args: Mapping[str, Any], evidence: TimelineView) -> ToolResult:
         task_id = args["id"]
-        found = reader.execute("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        query = "SELECT state FROM tasks WHERE id = ?"
+        found = tool_reader.execute(query, (task_id,)).fetchone()
         if found != ("RUNNING",):
             problems.append(f"the tool started while the journal had {found}")
         started.append(task_id)
@@ -136,8 +137,11 @@ def test_every_transition_is_in_the_journal_before_anyone_acts_on_it(
         return ToolResult("looked")
 
     journal = Journal(db)
-    reader = sqlite3.connect(db, check_same_thread=False)  # a second connection: what is on disk
-    # (used from the runner thread only: by the listener and the tool)
+    # Second and third connections, one per thread, read what is on disk: the listener runs on
+    # the runner's thread, the tool on the tools' loop. (One connection shared by both threads
+    # let a statement still open on one thread hold the other's read at an older snapshot.)
+    reader = sqlite3.connect(db, check_same_thread=False)
+    tool_reader = sqlite3.connect(db, check_same_thread=False)
     registry = ToolRegistry([*builtin_tools(), tool("look", look_first)])
     with HarnessRunner(registry, clock, listeners=[listener], journal=journal) as runner:
         done = runner.submit("what is 12 times 7", "s", 1, 0, EMPTY)
@@ -159,6 +163,7 @@ def test_every_transition_is_in_the_journal_before_anyone_acts_on_it(
         runner.advance(done.id, S.DELIVERED, "played").result(WAIT_S)
         tasks = runner.tasks()
     reader.close()
+    tool_reader.close()
     journal.close()
     assert problems == []
     assert len(heard) == sum(len(task.history) for task in tasks) >= 14
