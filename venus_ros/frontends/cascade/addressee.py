@@ -545,11 +545,7 @@ def acknowledges(text: str) -> bool:
     that is good.", "Thanks, that's all.", "Ha ha, nice one.", "Good night, see you."): then a
     pause after its opening is that acknowledgement's, not a name's the recogniser dropped
     (:func:`set_off_by_pause`)."""
-    first = re.split(r"[,.!?;:]", text, maxsplit=1)
-    if len(first) < 2:
-        return False
-    words = [w.lower().strip("'-") for w in _TOKEN.findall(first[0])]
-    return bool(words) and len(words) <= 3 and all(w in _ACKS for w in words)
+    return _opening_made_of(text, _ACKS, set_off=True)
 
 
 #: Words that answer what someone said or asked ("Yes, ...", "No, ...", "Okay, ...", "Really.").
@@ -564,9 +560,17 @@ def replies(text: str) -> bool:
     in the other drawer.", "Okay, see you at six.", "Really."). With no conversation going on
     nobody asked the speaker anything and nothing was said for them to take up, so such a
     reply answers someone else: a person in the room or on the phone."""
-    first = re.split(r"[,.!?;:]", text, maxsplit=1)[0]
-    words = [w.lower().strip("'-") for w in _TOKEN.findall(first)]
-    return bool(words) and len(words) <= 3 and all(w in _REPLIES for w in words) and not asks(text)
+    return _opening_made_of(text, _REPLIES) and not asks(text)
+
+
+def _opening_made_of(text: str, vocabulary: frozenset[str], *, set_off: bool = False) -> bool:
+    """Whether the first clause of ``text`` (up to its first punctuation mark) is one to three
+    words, all in ``vocabulary``; with ``set_off``, only when a punctuation mark ends it."""
+    parts = re.split(r"[,.!?;:]", text, maxsplit=1)
+    if set_off and len(parts) < 2:
+        return False
+    words = [w.lower().strip("'-") for w in _TOKEN.findall(parts[0])]
+    return bool(words) and len(words) <= 3 and all(w in vocabulary for w in words)
 
 
 def restarts(text: str) -> bool:
