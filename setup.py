@@ -17,7 +17,12 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
     package_data={
-        PACKAGE: ["samples/*/*", "frontends/cascade/data/*.yaml", "frontends/cascade/models/*"]
+        PACKAGE: [
+            "samples/*/*",
+            "frontends/cascade/data/*.yaml",
+            "frontends/cascade/data/*.json",
+            "frontends/cascade/models/*",
+        ]
     },
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),

@@ -3,6 +3,7 @@ frontend dropping speech not said to it (a remark to someone else, quiet TV spee
 
 from __future__ import annotations
 
+import json
 import re
 import zlib
 from dataclasses import replace
@@ -711,7 +712,7 @@ def test_trainer_writes_a_loadable_head(tmp_path: Path) -> None:
 def test_recognised_forms_are_what_whisper_writes_and_are_cached() -> None:
     """Spoken by a training voice and recognised by the real Whisper tiny.en; the cache answers
     the second time (no recogniser needed)."""
-    from venus_ros.training.addressee import recognised_forms
+    from venus_ros.training.heard import recognised_forms
 
     cache: dict[str, list[str]] = {}
     phrases = [("Can you open the front door, please?", 1)]
@@ -719,6 +720,39 @@ def test_recognised_forms_are_what_whisper_writes_and_are_cached() -> None:
     (form,) = forms[phrases[0][0]]
     assert "door" in form.lower() and len(cache) == 1
     assert recognised_forms(phrases, seed=3, cache=cache, asr=object()) == forms
+
+
+def test_cached_forms_speak_only_what_the_file_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file keeps what was recognised; a second call reads it without the recogniser, a
+    new phrase is spoken and added, ``fresh`` speaks everything again."""
+    from venus_ros.training import heard
+
+    path = tmp_path / "sub" / "heard.json"
+    first = heard.cached_forms([("Please open the window.", 1)], path, seed=2)
+    assert "window" in first["Please open the window."][0].lower()
+    assert json.loads(path.read_text(encoding="utf-8")) == {
+        "2|1|Please open the window.": first["Please open the window."]
+    }
+    spoken: list[str] = []
+    real = heard._Speaker
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def heard(self, text: str, count: int, rng: np.random.Generator) -> list[str]:
+            spoken.append(text)
+            return super().heard(text, count, rng)
+
+    monkeypatch.setattr(heard, "_Speaker", Counting)
+    again = heard.cached_forms(
+        [("Please open the window.", 1), ("Turn the lights off.", 1)], path, seed=2
+    )
+    assert again["Please open the window."] == first["Please open the window."]
+    assert spoken == ["Turn the lights off."]
+    assert len(json.loads(path.read_text(encoding="utf-8"))) == 2
+    heard.cached_forms([("Please open the window.", 1)], path, seed=2, fresh=True)
+    assert spoken == ["Turn the lights off.", "Please open the window."]
+    assert len(json.loads(path.read_text(encoding="utf-8"))) == 1
 
 
 # ---------------------------------------------------------------------------- whole frontend

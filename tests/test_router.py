@@ -27,6 +27,8 @@ from venus_ros.frontends.cascade.router import (
     lexical_features,
 )
 from venus_ros.training.router import (
+    HEARD_PATH,
+    VOICES,
     calibrate_threshold,
     fit_logistic,
     load_corpus,
@@ -160,6 +162,52 @@ def test_training_is_deterministic_for_a_seed(tmp_path: Path) -> None:
         train_router(seed=0, out=tmp_path / "d", embedder=FakeEmbedder(), l3=1.0)
 
 
+def test_recognised_forms_train_with_their_text_and_never_leak_from_test(tmp_path: Path) -> None:
+    """A recognised form takes its text's label and split: forms of held-out test texts change
+    nothing the model learns or how its threshold is set, and are scored as ``test_heard``;
+    forms of training texts change the weights."""
+    items = load_corpus()
+    split = split_groups(items, 3)
+    plain = train_router(seed=3, out=tmp_path / "plain", embedder=FakeEmbedder())
+
+    def garble(text: str) -> str:
+        return " ".join(reversed(text.split())) + " uh"
+
+    of_test = {
+        item.text: [garble(item.text)] for item, m in zip(items, split["test"], strict=True) if m
+    }
+    tested = train_router(seed=3, out=tmp_path / "test", embedder=FakeEmbedder(), heard=of_test)
+    assert tested["threshold"] == plain["threshold"]
+    for name in ("router.npz",):
+        a, b = np.load(tmp_path / "plain" / name), np.load(tmp_path / "test" / name)
+        np.testing.assert_array_equal(a["coef"], b["coef"])
+    assert tested["test"] == plain["test"]  # the texts as written score as before
+    heard = tested["test_heard"]
+    assert heard["n_delegate"] + heard["n_local"] == len(of_test) == tested["heard_texts"]
+    assert plain["heard_texts"] == 0
+
+    of_train = {item.text: [garble(item.text), item.text, ""] for item in items}
+    trained = train_router(seed=3, out=tmp_path / "train", embedder=FakeEmbedder(), heard=of_train)
+    assert trained["heard_texts"] == len(items)  # the text itself and "" are not forms
+    coef = np.load(tmp_path / "train" / "router.npz")["coef"]
+    assert not np.array_equal(coef, np.load(tmp_path / "plain" / "router.npz")["coef"])
+    assert "test_heard" in (tmp_path / "train" / "router_report.md").read_text()
+
+
+def test_the_recognised_forms_of_every_corpus_text_are_committed() -> None:
+    """Training reproduces the shipped router without the recogniser: the file holds what
+    :data:`VOICES` training voices made of every corpus text, keyed as
+    :func:`~venus_ros.training.heard.recognised_forms` keys it."""
+    known = json.loads(HEARD_PATH.read_text(encoding="utf-8"))
+    items = load_corpus()
+    missing = [item.text for item in items if f"0|{VOICES}|{item.text}" not in known]
+    assert not missing, missing[:5]
+    forms = [known[f"0|{VOICES}|{item.text}"] for item in items]
+    assert all(len(f) == VOICES for f in forms)
+    changed = sum(form != item.text for item, f in zip(items, forms, strict=True) for form in f)
+    assert changed > len(items)  # the recogniser rewrote most of them (case, punctuation, words)
+
+
 # ---------------------------------------------------------------------- weights and spans
 
 
@@ -235,6 +283,19 @@ def test_committed_router_meets_the_goal_on_held_out_requests(router: Delegation
     report = json.loads((WEIGHTS_PATH.parent / "router_report.json").read_text())
     assert report["threshold"] == pytest.approx(router.threshold)
     assert report["test"]["recall"] == pytest.approx(m.recall, abs=1e-4)
+    # as the recogniser wrote the same held-out requests: the report's figures, and most of
+    # them still routed right (garbled beyond recognition some are not)
+    known = json.loads(HEARD_PATH.read_text(encoding="utf-8"))
+    heard = [
+        (form, item.delegate)
+        for item in held_out
+        for form in dict.fromkeys(known[f"0|{VOICES}|{item.text}"])
+        if form.strip() and form != item.text
+    ]
+    h = metrics(router.scores([t for t, _ in heard]), [d for _, d in heard], router.threshold)
+    assert report["test_heard"]["recall"] == pytest.approx(h.recall, abs=1e-4)
+    assert report["test_heard"]["specificity"] == pytest.approx(h.specificity, abs=1e-4)
+    assert h.recall >= 0.8 and h.specificity >= 0.8, h
 
 
 def test_disfluent_variants_route_like_their_clean_form(router: DelegationRouter) -> None:

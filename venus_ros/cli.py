@@ -172,13 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     floor.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     router = models.add_parser("router", help="the delegation router (~15 s)")
-    router.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
-    router.add_argument(
-        "--out", type=Path, default=None, help="output folder (default: the package's models)"
-    )
-    router.add_argument(
-        "--cross-seeds", type=int, default=20, help="also report seeds 0..N-1 (default 20)"
-    )
+    from venus_ros.training.router import add_arguments as add_router_arguments
+
+    add_router_arguments(router)
 
     args = parser.parse_args(argv)
     if args.command == "serve":
@@ -474,10 +470,9 @@ def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
 def _train(args: argparse.Namespace) -> int:
     """``venus-ros train floor|router``: the cascade's models, from our own data and seeds."""
     if args.model == "router":
-        from venus_ros.training.router import main as train_router_main
+        from venus_ros.training.router import run as train_router
 
-        argv = ["--seed", str(args.seed), "--cross-seeds", str(args.cross_seeds)]
-        return train_router_main(argv + (["--out", str(args.out)] if args.out else []))
+        return train_router(args)
     from venus_ros.frontends.cascade.floor import MODEL_PATH
     from venus_ros.training.floor import DEFAULT_N_PER_CATEGORY, train_floor
 

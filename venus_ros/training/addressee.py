@@ -19,8 +19,9 @@ finished utterance reads as said to an assistant. Deterministic for a seed:
 2. Each text also as a speech recogniser may write it: lower case without punctuation (not
    the garbled vocatives: without their comma they read as plain requests); and as the
    frontend's recogniser (Whisper tiny.en) really wrote it when the synthesizer's training
-   voices spoke it (:func:`recognised_forms`: names it does not know come out as other words
-   or vanish, "Priya, the taxi is outside." -> "name it, let her come up side."), cached under
+   voices spoke it (:func:`~venus_ros.training.heard.recognised_forms`: names it does not
+   know come out as other words or vanish, "Priya, the taxi is outside." -> "name it, let her
+   come up side."), cached under
    the user cache directory (``venus_ros/addressee_heard.json``; ``--fresh`` recognises
    again, ``--no-speech`` leaves them out).
 3. Features: the all-MiniLM-L6-v2 sentence embedding next to the router's hashed words and
@@ -48,12 +49,10 @@ Outputs: ``addressee.npz`` and ``addressee_report.md`` in ``frontends/cascade/mo
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
 import time
-import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -71,6 +70,7 @@ from venus_ros.frontends.cascade.addressee import (
     set_off_opening,
 )
 from venus_ros.frontends.cascade.texthead import TextHead, head_features
+from venus_ros.training.heard import cached_forms
 from venus_ros.training.heldout import HeldOut
 from venus_ros.training.router import (
     TextEmbedder,
@@ -102,7 +102,6 @@ __all__ = [
     "evaluation_phrases",
     "load_addressee_corpus",
     "main",
-    "recognised_forms",
     "spoken_phrases",
     "train_addressee",
     "training_phrases",
@@ -138,10 +137,6 @@ GARBLED_PER_TEMPLATE = 4
 """Garbled-name forms of every vocative template."""
 VOICES_SINGLE = 3
 """Voices that speak a phrase with no other variant (:func:`recognised_forms`)."""
-NOISE_SHARE = 0.5
-"""Share of the spoken phrases with room noise added."""
-NOISE_SNR_DB: tuple[float, float] = (10.0, 25.0)
-"""Range of the speech-to-noise ratio where noise is added."""
 
 CORPUS_PATH = (
     Path(__file__)
@@ -392,103 +387,12 @@ def spoken_phrases() -> list[tuple[str, int]]:
     return list(out.items())
 
 
-def recognised_forms(
-    phrases: Sequence[tuple[str, int]],
-    *,
-    seed: int = 0,
-    asr: Any = None,
-    cache: dict[str, list[str]] | None = None,
-    progress: bool = False,
-) -> dict[str, list[str]]:
-    """Every phrase spoken by seeded training voices (espeak-ng, the synthesizer's training
-    voices and rates, half of them with room noise) and written down by the frontend's
-    recogniser (Whisper tiny.en): how the gate really reads it, names misheard included.
-
-    Args:
-        phrases: ``(text, voices)`` pairs (:func:`spoken_phrases`).
-        seed: Fixes voices, rates and noise (each phrase from its own generator).
-        asr: A :class:`~venus_ros.audio.asr.WhisperAsr` (default: tiny.en).
-        cache: Recognised forms per key, read and filled in.
-        progress: Print a line every 100 phrases.
-
-    Returns:
-        The recognised forms per phrase text.
-    """
-    cache = {} if cache is None else cache
-    speaker: _Speaker | None = None
-    out: dict[str, list[str]] = {}
-    for i, (text, count) in enumerate(phrases):
-        key = f"{seed}|{count}|{text}"
-        forms = cache.get(key)
-        if forms is None:
-            speaker = speaker or _Speaker(asr)
-            rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
-            forms = cache[key] = speaker.heard(text, count, rng)
-        out[text] = forms
-        if progress and i % 100 == 99:
-            print(f"  {i + 1}/{len(phrases)} phrases spoken", flush=True)
-    return out
-
-
-class _Speaker:
-    """Training voices and the recogniser, built on first use."""
-
-    def __init__(self, asr: Any = None) -> None:
-        from venus_ros.audio.asr import WhisperAsr
-
-        self._asr = asr if asr is not None else WhisperAsr(word_timestamps=False)
-        self._engines: dict[str, Any] = {}
-
-    def heard(self, text: str, count: int, rng: np.random.Generator) -> list[str]:
-        """What the recogniser writes for ``text`` spoken by ``count`` distinct voices."""
-        import soxr
-
-        from venus_ros.audio.asr import SAMPLE_RATE
-        from venus_ros.audio.tts import EspeakTts
-        from venus_ros.eval.synth import FAMILIES, RATE_WPM, room_noise, trim
-
-        voices = FAMILIES["train"].espeak_voices
-        lead = np.zeros(SAMPLE_RATE // 5, np.float32)
-        out = []
-        for voice in rng.choice(voices, size=min(count, len(voices)), replace=False):
-            engine = self._engines.get(str(voice))
-            if engine is None:
-                engine = self._engines[str(voice)] = EspeakTts(str(voice), output_rate=SAMPLE_RATE)
-            engine.rate_wpm = int(rng.integers(RATE_WPM[0], RATE_WPM[1] + 1))
-            audio, rate = engine.render(text.replace("-", " "))
-            audio = np.asarray(audio, np.float32)
-            if rate != SAMPLE_RATE:
-                audio = soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32)
-            audio = np.concatenate([lead, trim(audio), lead])
-            if rng.random() < NOISE_SHARE:
-                rms = max(float(np.sqrt(np.mean(audio**2))), 1e-4)
-                snr = rng.uniform(*NOISE_SNR_DB)
-                audio = audio + room_noise(rng, audio.size, 20 * np.log10(rms) - snr)
-            out.append(" ".join(self._asr.transcribe(audio.astype(np.float32)).text.split()))
-        return out
-
-
 def _heard_cached(seed: int, fresh: bool, progress: bool) -> dict[str, list[str]]:
     """:func:`recognised_forms` of :func:`spoken_phrases` through the cache file under the user
     cache directory (``venus_ros/addressee_heard.json``)."""
     root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     path = Path(root) / "venus_ros" / "addressee_heard.json"
-    known = {} if fresh else _read_json(path)
-    size = len(known)
-    heard = recognised_forms(spoken_phrases(), seed=seed, cache=known, progress=progress)
-    if len(known) > size:  # something was recognised: keep it for the next run
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(known), encoding="utf-8")
-    return heard
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    """The JSON object in ``path``; empty when it is missing, unreadable or not an object."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return cached_forms(spoken_phrases(), path, seed=seed, fresh=fresh, progress=progress)
 
 
 def calibrate_statement_threshold(

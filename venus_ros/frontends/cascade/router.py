@@ -11,7 +11,8 @@ The decision is a logistic regression on the all-MiniLM-L6-v2 sentence embedding
 carry the request's framing: "could you", "did I", "where's my"); its weights and its threshold
 (calibrated on held-out requests for high recall and high specificity at once) are in
 ``models/router.npz``, trained by
-:func:`venus_ros.training.router.train_router` on ``data/router_corpus.yaml``.
+:func:`venus_ros.training.router.train_router` on ``data/router_corpus.yaml`` and on what the
+recogniser wrote when training voices spoke it (``data/router_heard.json``).
 ``models/router_report.md`` has the data sizes and held-out metrics. A request that states a
 duration is delegated from :data:`DURATION_FLOOR` of the threshold on (a length of time is work
 for a timer, and misheard words around it lower the score).
