@@ -615,6 +615,27 @@ def test_committed_head_reads_requests_as_addressed() -> None:
     assert (misheard.addressed, misheard.reason) == (False, "text"), misheard
 
 
+def test_committed_head_keeps_requests_set_off_by_a_hesitation() -> None:
+    """With no conversation going on and an opening set off by a pause, the committed head on
+    the real embedder keeps requests as the recogniser wrote them for training voices (a
+    self-repair, a filler, a greeting; they scored 0.51-0.58, under the old bar of 0.6) and
+    still drops remarks of the training material whose opening may be a lost name."""
+    judge = Addressee("Venus")
+    for text in (
+        "Turn on the no turn off the hallway lights.",
+        "Like, can you pick up the morgue?",
+        "Hi there. How are you doing?",
+    ):
+        judge.reset()
+        said = Utterance(text, 0.0, -23.0, opening_s=0.5, pause_s=0.15)
+        verdict = judge.judge(said)
+        assert said.set_off and verdict.addressed, (text, verdict)
+    for text in ("The taxi outside.", "Wow, that dog is really loud to me."):
+        judge.reset()
+        verdict = judge.judge(Utterance(text, 0.0, -23.0, opening_s=0.4, pause_s=0.15))
+        assert (verdict.addressed, verdict.reason) == (False, "set_off"), (text, verdict)
+
+
 # ---------------------------------------------------------------------------- trainer
 
 
