@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="share of samples heard through the echo path with echo cancellation (default 0)",
     )
     floor.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
-    router = models.add_parser("router", help="the delegation router (~15 s)")
+    router = models.add_parser("router", help="the delegation router (~20 s)")
     from venus_ros.training.router import add_arguments as add_router_arguments
 
     add_router_arguments(router)
