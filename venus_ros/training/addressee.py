@@ -21,9 +21,8 @@ finished utterance reads as said to an assistant. Deterministic for a seed:
    frontend's recogniser (Whisper tiny.en) really wrote it when the synthesizer's training
    voices spoke it (:func:`~venus_ros.training.heard.recognised_forms`: names it does not
    know come out as other words or vanish, "Priya, the taxi is outside." -> "name it, let her
-   come up side."), cached under
-   the user cache directory (``venus_ros/addressee_heard.json``; ``--fresh`` recognises
-   again, ``--no-speech`` leaves them out).
+   come up side."), cached under the user cache directory (``venus_ros/addressee_heard.json``;
+   ``--fresh`` recognises again, ``--no-speech`` leaves them out).
 3. Features: the all-MiniLM-L6-v2 sentence embedding next to the router's hashed words and
    word pairs (:func:`~venus_ros.frontends.cascade.router.lexical_features`).
 4. :func:`~venus_ros.training.router.fit_logistic` (class-balanced, L2), in 5 folds split by
