@@ -20,10 +20,11 @@ log() { printf '[dev.sh] %s\n' "$*"; }
 apt_packages() {
   # Compilers and CMake for the interface build, venv support, PortAudio headers for PyAudio,
   # speech tools for test audio.
-  # asterisk-core-sounds-en-wav: real recorded prompts for the evaluation's real-speech suite
-  # (CC-BY-SA-3.0: installed here, never committed).
+  # asterisk-core-sounds-en-wav: real recorded prompts for the evaluation's real-speech suite,
+  # and asterisk-core-sounds-en: their transcripts and the sounds/en link to them (without it
+  # the wav package's prompts cannot be found; CC-BY-SA-3.0: installed here, never committed).
   local wanted=(cmake g++ make python3-venv python3-dev portaudio19-dev espeak-ng sox
-    asterisk-core-sounds-en-wav)
+    asterisk-core-sounds-en-wav asterisk-core-sounds-en)
   local missing=()
   for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \

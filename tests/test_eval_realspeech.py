@@ -65,3 +65,15 @@ def test_no_real_recording_is_committed() -> None:
     tracked = [p for p in (ROOT / "tests" / "data").rglob("*.wav")]
     for path in tracked:
         assert "asterisk" not in path.as_posix() and "pyannote" not in path.as_posix()
+
+
+def test_installed_prompts_are_found_with_their_transcripts() -> None:
+    """Where the wav package put its prompts, the suite finds them: the set-up also installs
+    ``asterisk-core-sounds-en`` (the ``sounds/en`` link and the transcripts), without which the
+    interruptions of the real-speech suite were silently left out."""
+    prompts = Path("/usr/share/asterisk/sounds/en_US_f_Allison/goodbye.wav")
+    if not prompts.is_file():
+        pytest.skip("asterisk-core-sounds-en-wav is not installed here (./dev.sh setup does it)")
+    state = sources()["asterisk"]
+    assert not state.startswith("missing"), state
+    assert {c.category for c in clips() if c.licence == "CC-BY-SA-3.0"} >= {"interruption"}

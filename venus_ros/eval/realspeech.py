@@ -13,7 +13,8 @@ Sources (each read where its package put it; nothing is downloaded here):
   "mm" at 18.15 s, under Diane's speech, taken as recorded with Diane's words around it).
 * **Debian's asterisk-core-sounds-en-wav** (CC-BY-SA-3.0: installed at set-up time by
   ``apt-get``, read from ``/usr/share/asterisk/sounds/en``, never committed): 364 prompts in one
-  professional voice at 8 kHz with their transcripts (``core-sounds-en.txt.gz``). It gives
+  professional voice at 8 kHz with their transcripts (``core-sounds-en.txt.gz``, and the
+  ``sounds/en`` link to the prompts, come with ``asterisk-core-sounds-en``). It gives
   **background** announcements (a phone or a TV in the room: "The conference is now muted."),
   spoken **interruptions** (requests and questions: "Please try again.", "Change to which
   folder?") and short **backchannel**-like acknowledgements ("Thank you.").
@@ -179,8 +180,9 @@ def sources() -> dict[str, str]:
         else f"missing: pip download --no-deps pyannote-audio=={PYANNOTE_VERSION} -d "
         f"{cache_dir()} (./dev.sh setup does it)",
         "asterisk": str(ASTERISK_DIR)
-        if (ASTERISK_DIR / "goodbye.wav").is_file()
-        else "missing: apt-get install asterisk-core-sounds-en-wav (./dev.sh setup does it)",
+        if (ASTERISK_DIR / "goodbye.wav").is_file() and _ASTERISK_TEXT.is_file()
+        else "missing: apt-get install asterisk-core-sounds-en-wav asterisk-core-sounds-en "
+        "(./dev.sh setup does it)",
     }
     return state
 
