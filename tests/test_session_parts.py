@@ -385,3 +385,50 @@ def test_addressee_gate_drops_both_halves_of_a_sentence_the_vad_split() -> None:
     assert gate.admit_request(frontend) is False
     assert state.user_texts == [] and state.user_turn_speech == 0
     assert gate.state.dropped == 2
+
+
+def test_addressee_gate_does_not_merge_what_it_talked_through_into_the_speech_it_stopped_for() -> (
+    None
+):
+    """Words the floor policy talked through (here its own echo, "the fake manner.", left by
+    the canceller 1.5 s before the user's "Hold on.") are not part of the request the yield
+    makes; the first half of the cut-in itself (within :data:`JOIN_GAP_S`) and speech from
+    before the turn are kept."""
+    from types import SimpleNamespace
+
+    from venus_ros.frontends.cascade.addressee import JOIN_GAP_S, Addressee
+    from venus_ros.frontends.cascade.state import SessionState
+
+    obs = SimpleNamespace(
+        unit_index=0, vad_probs=(), frame_db=(), assistant_frames=(), frames_start_s=0.0
+    )
+
+    def stopped_for(*heard: tuple[str, float, float]) -> tuple[list[str], AddresseeGate]:
+        """The texts left for the request when the turn, begun at 1 s, is stopped for the
+        last of ``heard`` (text, start, end: each judged as it comes)."""
+        state = SessionState(action=None, mic_pos=16000, frames_end=16000.0)
+        frontend = SimpleNamespace(state=state, asr_enabled=True, user_speaking=False)
+        gate = AddresseeGate(Addressee("Venus"))
+        before = [h for h in heard if h[1] < 1.0]
+        for text, start, end in before:  # said before the turn (a backend reply's)
+            gate.state.start_s, gate.state.end_s = start, end
+            state.user_texts.append(text)
+            gate.on_observation(frontend, obs)
+        gate.on_turn_started(frontend)
+        for text, start, end in heard[len(before) :]:
+            gate.state.start_s, gate.state.end_s = start, end
+            state.user_texts.append(text)
+            if (text, start, end) != heard[-1]:
+                gate.on_observation(frontend, obs)
+        gate.on_turn_yielded(frontend)  # the last one is going on as the policy stops
+        assert gate.admit_request(frontend) is True
+        return state.user_texts, gate
+
+    texts, gate = stopped_for(("the fake manner.", 1.8, 2.2), ("Hold on.", 3.7, 4.2))
+    assert texts == ["Hold on."] and gate.state.talked_through == 1
+    assert len(gate.state.verdicts) == len(gate.state.spans) == 1
+    split = 3.7 - JOIN_GAP_S + 0.1  # the VAD split the cut-in: "Hold on. | what was that?"
+    texts, gate = stopped_for(("Hold on.", 3.0, split), ("What was that?", 3.7, 4.6))
+    assert texts == ["Hold on.", "What was that?"] and gate.state.talked_through == 0
+    texts, _ = stopped_for(("Turn on the lights.", 0.2, 0.9), ("Wait.", 3.7, 4.0))
+    assert texts == ["Turn on the lights.", "Wait."]

@@ -43,6 +43,7 @@ from typing import Any
 from venus_ros.core.frontend import FrontendError
 from venus_ros.core.units import InputUnit
 from venus_ros.frontends.cascade.addressee import (
+    JOIN_GAP_S,
     OPENING_MAX_S,
     Addressee,
     Utterance,
@@ -214,14 +215,15 @@ class AddresseeGate(SessionPart):
     whether it follows a played-out turn that asked a question; one that continues the previous
     one (:attr:`Verdict.joined`) decides for both while the first is still pending. Speech the
     floor policy stopped the assistant for is admitted whatever the verdicts (it was judged an
-    interruption: the assistant answers it), but when every one of its texts reads clearly as
-    not said to the assistant (:func:`reads_as_aside`: it calls someone else by name, or the
-    addressee's text head scores it below :data:`ASIDE_SCORE`), and, unless one calls someone
-    else by name, ``cut_in`` does not read their words as an interruption (a score below
-    :data:`CUT_IN_SCORE`), the request is marked
+    interruption: the assistant answers it), without what the policy talked through over the
+    same turn before it (:meth:`_drop_talked_through`); when every one of its texts reads
+    clearly as not said to the assistant (:func:`reads_as_aside`: it calls someone else by
+    name, or the addressee's text head scores it below :data:`ASIDE_SCORE`), and, unless one
+    calls someone else by name, ``cut_in`` does not read their words as an interruption (a
+    score below :data:`CUT_IN_SCORE`), the request is marked
     :attr:`~venus_ros.frontends.policy.UserRequest.aside`: the stop was a false one, and the
-    responder takes the cut-off turn up again instead of answering. At each request the texts not
-    addressed are dropped from the pending user text; when nothing addressed remains, the
+    responder takes the cut-off turn up again instead of answering. At each request the texts
+    not addressed are dropped from the pending user text; when nothing addressed remains, the
     user's turn is forgotten and no request is made. Speech with no words made out is judged
     by its level alone once the user has stopped speaking. Without ASR, or with no
     ``addressee``, every request is admitted.
@@ -270,14 +272,22 @@ class AddresseeGate(SessionPart):
     def on_turn_started(self, frontend: PolicyFrontend) -> None:
         """The assistant took the floor: the speech it yielded to before was answered."""
         self.state.yielded_to = False
+        if self.addressee is not None:
+            self.state.yielded_from_s = None
+            self.state.turn_start_s = frontend.state.mic_pos / SAMPLE_RATE
 
     def on_turn_yielded(self, frontend: PolicyFrontend) -> None:
         """The assistant stopped for the user's speech, which is then for it (the floor policy
         judged it an interruption: it is answered, not dropped). A yielded turn asked nothing
         that the next speech answers; the assistant spoke until now (a conversation is going
-        on)."""
-        self.state.yielded_to = True
-        self.state.question_end_s = None
+        on). Where the speech stopped for began is kept (:meth:`_drop_talked_through`)."""
+        acc = self.state
+        acc.yielded_to = True
+        acc.question_end_s = None
+        # the speech yielded to: the utterance going on, else the latest one judged
+        acc.yielded_from_s = (
+            acc.start_s if acc.start_s is not None else (acc.spans[-1][0] if acc.spans else None)
+        )
         if self.addressee is not None:
             now = min(frontend.state.mic_pos, frontend.state.play_end) / SAMPLE_RATE
             self.addressee.note_assistant_turn(now)
@@ -293,6 +303,7 @@ class AddresseeGate(SessionPart):
         acc = self.state
         self._judge_new(texts)
         if acc.yielded_to:
+            self._drop_talked_through(texts)
             named = any(v.reason == "other_name" for v in acc.verdicts)
             session.user_turn_aside = (
                 bool(texts)
@@ -306,6 +317,7 @@ class AddresseeGate(SessionPart):
             acc.dropped += dropped
             acc.turn_dropped += dropped
             texts[:] = keep  # in place: the verdicts stay paired with the texts
+            acc.spans = [s for s, v in zip(acc.spans, acc.verdicts, strict=True) if v.addressed]
             acc.verdicts = [v for v in acc.verdicts if v.addressed]
         if texts or not session.user_turn_speech:
             return True
@@ -320,6 +332,26 @@ class AddresseeGate(SessionPart):
             return True  # nothing dropped, nothing to judge
         session.forget_user_turn()
         return False
+
+    def _drop_talked_through(self, texts: list[str]) -> None:
+        """Drop from ``texts`` (in place) the utterances that began over the assistant's turn
+        and ended more than :data:`~venus_ros.frontends.cascade.addressee.JOIN_GAP_S` before
+        the speech the floor policy yielded to began: the policy talked through them (a
+        back-channel, a remark, words of its own echo that the canceller left), and they are
+        not part of what it stopped for, so they are not merged into the request."""
+        acc = self.state
+        began, cut_in = acc.turn_start_s, acc.yielded_from_s
+        if began is None or cut_in is None:
+            return
+        keep = [
+            start < began or end is None or end >= cut_in - JOIN_GAP_S for start, end in acc.spans
+        ]
+        if all(keep):
+            return
+        acc.talked_through += keep.count(False)
+        texts[:] = [t for t, k in zip(texts, keep, strict=True) if k]
+        acc.verdicts = [v for v, k in zip(acc.verdicts, keep, strict=True) if k]
+        acc.spans = [s for s, k in zip(acc.spans, keep, strict=True) if k]
 
     def _cuts_in(self, texts: list[str]) -> bool:
         """Whether the words the assistant stopped for read as an interruption (``cut_in`` at
@@ -367,14 +399,16 @@ class AddresseeGate(SessionPart):
         acc = self.state
         if acc.texts is not texts or len(acc.verdicts) > len(texts):
             # the user's turn was answered or forgotten
-            acc.texts, acc.verdicts, acc.turn_dropped = texts, [], 0
+            acc.texts, acc.verdicts, acc.spans, acc.turn_dropped = texts, [], [], 0
         judge = self.addressee
         assert judge is not None
         for text in texts[len(acc.verdicts) :]:
-            verdict = judge.judge(self._utterance(text))
+            utterance = self._utterance(text)
+            verdict = judge.judge(utterance)
             if verdict.joined and acc.verdicts and acc.verdicts[-1] is judge.verdicts[-2]:
                 acc.verdicts[-1] = verdict  # the first half of the same sentence, still pending
             acc.verdicts.append(verdict)
+            acc.spans.append((utterance.start_s, utterance.end_s))
 
     def _utterance(self, text: str) -> Utterance:
         """The utterance so far with ``text``; the level and start start over."""

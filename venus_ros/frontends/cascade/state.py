@@ -105,14 +105,21 @@ class AddresseeState:
         end_s: Session time just past the latest voiced frame.
         texts: The ``user_texts`` list the verdicts belong to.
         verdicts: One verdict per text of ``texts``.
+        spans: Per text of ``texts``, ``(start_s, end_s)`` of its utterance (``end_s`` None:
+            unknown).
         question_end_s: Where the latest turn ended, if it played out and asked something.
         yielded_to: The floor policy yielded to the user's speech since the assistant last
             took the floor: that speech is for the assistant, whatever its words.
+        turn_start_s: Session time the assistant last took the floor (None before it did).
+        yielded_from_s: Where the speech the floor policy yielded to began (None: unknown, or
+            no yield since the assistant last took the floor).
         voicing: Per frame from the utterance's first voiced frame, whether it was voiced
             (None once the assistant's audio played over it: its opening is not judged).
         dropped: Utterances dropped as not addressed, this session.
         turn_dropped: Texts of the pending user turn (``texts``) dropped as not addressed: once
             none is left, the turn is forgotten, not answered.
+        talked_through: Utterances dropped, this session, as talked through before the speech
+            the floor policy yielded to.
     """
 
     unit: int = -1
@@ -123,11 +130,15 @@ class AddresseeState:
     end_s: float = 0.0
     texts: list[str] | None = None
     verdicts: list[Any] = field(default_factory=list)
+    spans: list[tuple[float, float | None]] = field(default_factory=list)
     question_end_s: float | None = None
     yielded_to: bool = False
+    turn_start_s: float | None = None
+    yielded_from_s: float | None = None
     voicing: list[bool] | None = field(default_factory=list)
     dropped: int = 0
     turn_dropped: int = 0
+    talked_through: int = 0
 
 
 @dataclass
