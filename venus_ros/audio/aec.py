@@ -12,7 +12,10 @@ Two engines (``engine=``):
   1. *delay estimation*: smoothed cross-spectra of the mic with the reference at each lag of
      10 ms up to ``max_delay_ms`` (default 500); the lag of highest summed coherence, confirmed
      twice (every 100 ms), places the adaptive filter's window 20 ms before it, and the filter
-     taps are moved with the window so that nothing re-converges;
+     taps are moved with the window so that nothing re-converges; once a delay is known it is
+     neither tracked nor moved while double talk is detected (step 3): a user louder than the
+     echo swamps the cross-spectra, and the lag they pointed to moved the window a filter's
+     length away, wiping both filters;
   2. *linear cancellation*: a partitioned-block frequency-domain adaptive filter (overlap-save,
      FFT 320, ``filter_ms`` long, default 160 ms after the delay) on pre-emphasised signals
      (``1 - 0.9 z^-1``, whiter than speech: faster convergence), normalised per bin by the
@@ -695,7 +698,8 @@ class _Fdaf:
         d_spec = np.fft.rfft(np.concatenate((self.dp_prev, dp)))
         self.dp_prev = dp
         active = float(x @ x) > _ACTIVE_POWER
-        if active:
+        if active and not (self.delay_known and self.dt_hold):
+            # Near-end speech swamps the cross-spectra: a known delay is not moved under it.
             self._track_delay(d_spec)
         window = hist[self.delay : self.delay + self.partitions]
         yp_fore = np.fft.irfft(np.einsum("pk,pk->k", self.w_fore, window))[n:]
