@@ -249,8 +249,8 @@ def summarise(rows: list[dict]) -> dict:
         * math.log10(sum(r["sdr_num"] for r in rows) / max(sum(r["sdr_den"] for r in rows), 1e-20)),
         "cpu_rtf": sum(r["cpu_s"] for r in rows) / sum(r["audio_s"] for r in rows),
     }
-    if any("wer_edits" in r for r in rows):
-        words = sum(r["wer_words"] for r in rows)
+    words = sum(r.get("wer_words", 0) for r in rows)
+    if words:  # (background lines carry no user words)
         summary["wer"] = sum(r["wer_edits"] for r in rows) / words
         summary["wer_clean"] = sum(r["wer_clean_edits"] for r in rows) / words
     return summary

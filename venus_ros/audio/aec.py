@@ -12,10 +12,10 @@ Two engines (``engine=``):
   1. *delay estimation*: smoothed cross-spectra of the mic with the reference at each lag of
      10 ms up to ``max_delay_ms`` (default 500); the lag of highest summed coherence, confirmed
      twice (every 100 ms), places the adaptive filter's window 20 ms before it, and the filter
-     taps are moved with the window so that nothing re-converges; once a delay is known it is
-     neither tracked nor moved while double talk is detected (step 3): a user louder than the
-     echo swamps the cross-spectra, and the lag they pointed to moved the window a filter's
-     length away, wiping both filters;
+     taps are moved with the window so that nothing re-converges; while double talk is
+     detected (step 3) a lag that wins moves a known delay only once it has won ten times in a
+     row (a second): a user louder than the echo swamps the cross-spectra, and the lags they
+     point to moved the window a filter's length away, wiping both filters;
   2. *linear cancellation*: a partitioned-block frequency-domain adaptive filter (overlap-save,
      FFT 320, ``filter_ms`` long, default 160 ms after the delay) on pre-emphasised signals
      (``1 - 0.9 z^-1``, whiter than speech: faster convergence), normalised per bin by the
@@ -650,6 +650,7 @@ class _Fdaf:
         self.s_dd_long = np.zeros(k)
         self.delay_votes = 0
         self.delay_candidate = 0
+        self.delay_contested = False  # the candidate won a vote under double talk
         self.delay_known = False
         self.silent = 0
         self.frames = 0
@@ -698,8 +699,7 @@ class _Fdaf:
         d_spec = np.fft.rfft(np.concatenate((self.dp_prev, dp)))
         self.dp_prev = dp
         active = float(x @ x) > _ACTIVE_POWER
-        if active and not (self.delay_known and self.dt_hold):
-            # Near-end speech swamps the cross-spectra: a known delay is not moved under it.
+        if active:
             self._track_delay(d_spec)
         window = hist[self.delay : self.delay + self.partitions]
         yp_fore = np.fft.irfft(np.einsum("pk,pk->k", self.w_fore, window))[n:]
@@ -764,8 +764,10 @@ class _Fdaf:
         return y
 
     def _track_delay(self, d_spec: np.ndarray) -> None:
-        """Smoothed cross-spectra of the mic with each lag of the reference; every 5 frames
-        the lag of highest coherence, held twice in a row, moves the filter's window."""
+        """Smoothed cross-spectra of the mic with each lag of the reference; every
+        :data:`_DELAY_EVERY` frames the lag of highest coherence, held twice in a row (or
+        :data:`_DT_DELAY_VOTES` times where it won under double talk), moves the filter's
+        window."""
         a = _DELAY_SMOOTH
         lags = self.x_hist[: self.max_delay + 1]
         self.cross += a * (d_spec[None, :] * np.conj(lags) - self.cross)
@@ -786,8 +788,12 @@ class _Fdaf:
             return
         if target != self.delay_candidate:
             self.delay_candidate, self.delay_votes = target, 0
+            self.delay_contested = False
         self.delay_votes += 1
-        if self.delay_votes >= 2:
+        # Near-end speech swamps the cross-spectra: a lag that won a vote under double talk
+        # moves a known delay only once it has won for a second.
+        self.delay_contested |= self.delay_known and self.dt_hold > 0
+        if self.delay_votes >= (_DT_DELAY_VOTES if self.delay_contested else 2):
             self._shift(target - self.delay)
             self.delay = target
             self.delay_votes = 0
@@ -914,6 +920,7 @@ _DT_DECAY = 0.99
 _DT_DROP = 0.3
 _DT_HOLD = 10
 _DT_STEP = 0.05
+_DT_DELAY_VOTES = 10
 _ACTIVE_POWER = 2 * FRAME_SAMPLES * 1e-8
 _REGULARISE = 2 * FRAME_SAMPLES * 1e-6
 _SMOOTH = 0.35
