@@ -28,7 +28,9 @@ Two engines (``engine=``):
      estimate explains (normalised cross-correlation) is tracked against its recent peak
      (decaying 4 dB/s); a drop below 0.3 of it means the user is talking, and for the next
      100 ms the background adapts at 5% of its step, so that double talk does not drag the
-     filter off the echo path;
+     filter off the echo path; not before the foreground has once cancelled 6 dB (the share of
+     a filter still converging swings on its own: slowed by it, the first second of some
+     sentences leaked through as words);
   4. *residual echo suppression* (a post-filter) on a 20 ms sqrt-Hann analysis, hop 10 ms:
      where the cancelled signal carries more energy than the mic (a reference that was not
      played, a filter not yet converged) the mic is kept; the residual echo is estimated per
@@ -676,6 +678,7 @@ class _Fdaf:
         self.e_fore = 0.0
         self.e_back = 0.0
         self.e_mic = 0.0
+        self.cancelled_once = False
         self.better = 0
         self.worse = 0
         self.zeros = np.zeros(n)
@@ -734,7 +737,8 @@ class _Fdaf:
             self.dt_hold = _DT_HOLD
         elif self.dt_hold:
             self.dt_hold -= 1
-        return _DT_STEP if self.dt_hold else 1.0
+        # (before the foreground has ever cancelled 6 dB its share says nothing of the user)
+        return _DT_STEP if self.dt_hold and self.cancelled_once else 1.0
 
     def _pass(self, d: np.ndarray) -> np.ndarray:
         """No reference anywhere in the filters' reach: the mic passes (the overlap-add with
@@ -852,6 +856,7 @@ class _Fdaf:
         self.e_fore += a * (fore - self.e_fore)
         self.e_back += a * (back - self.e_back)
         self.e_mic += a * (mic - self.e_mic)
+        self.cancelled_once = self.cancelled_once or self.e_mic > 4.0 * self.e_fore > 0.0
         if self.e_back < _COPY_GAIN * self.e_fore and self.e_back < 0.5 * self.e_mic:
             self.better += 1
             self.worse = 0
