@@ -449,9 +449,8 @@ def train_router(
     x = _features(embedder, spoken, params["lexical_dims"], params["lexical_scale"])
     embed_s = time.perf_counter() - started
 
-    masks = _row_masks(
-        split_groups(items, seed, params["val_fraction"], params["test_fraction"]), rows
-    )
+    split = split_groups(items, seed, params["val_fraction"], params["test_fraction"])
+    masks = _row_masks(split, rows)
     as_heard = ~masks["written"]
     coef, intercept, threshold = _fit_split(x, y, masks, params)
     scores = _sigmoid(x @ coef + intercept)
@@ -472,7 +471,7 @@ def train_router(
         "seed": seed,
         "embedder": embedder.name,
         "params": params,
-        "corpus": _corpus_sizes(items, {k: masks[k][: len(items)] for k in SPLITS}),
+        "corpus": _corpus_sizes(items, split),
         "heard_texts": int(as_heard.sum()),
         "threshold": threshold,
         "val": _as_dict(metrics(scores[masks["val"]], y[masks["val"]], threshold)),
