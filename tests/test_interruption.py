@@ -367,6 +367,11 @@ def test_an_utterance_level_is_its_loudest_unit_with_enough_speech() -> None:
     assert level.db == -33.0
     level.reset()
     assert level.db is None
+    # "Wait." across a boundary: its onset at its level, its fading end far below, neither
+    # unit with LEVEL_MIN_SPEECH_S of speech: the word is read at its onset's level
+    level.update(overlapping(user_speech_s=0.19, user_speech_db=-23.0))
+    level.update(overlapping(user_speech_s=0.16, user_speech_db=-33.0))
+    assert level.db == -23.0
 
 
 def test_a_final_transcript_is_read_against_the_heads_final_threshold(tmp_path: Path) -> None:

@@ -761,8 +761,10 @@ class UtteranceLevel:
     """The level of the user's latest utterance, from the observations of its units.
 
     An utterance's level is that of its loudest unit with at least
-    :data:`LEVEL_MIN_SPEECH_S` of voiced speech, or, while it has none, of its latest unit with
-    any: units with less hold only its onset or its fading end. It stays after the speech ends
+    :data:`LEVEL_MIN_SPEECH_S` of voiced speech, or, while it has none, of its loudest unit with
+    any: units with less hold only its onset or its fading end, and a word as short as "Wait."
+    can fall in two of them (its onset at its level, its fading end 10 dB below: the later
+    unit read it as speech from across the room). It stays after the speech ends
     (the final transcript comes later) until :data:`UTTERANCE_GAP_S` of silence has passed and
     new speech begins. Sub-step observations cover their unit so far, so a unit is counted as
     often as it is observed; the maximum does not mind.
@@ -787,9 +789,9 @@ class UtteranceLevel:
         if self._ended:
             self._full = self._any = None
             self._ended = False
-        self._any = obs.user_speech_db
+        db = obs.user_speech_db
+        self._any = db if self._any is None else max(self._any, db)
         if obs.user_speech_s >= LEVEL_MIN_SPEECH_S:
-            db = obs.user_speech_db
             self._full = db if self._full is None else max(self._full, db)
 
     @property
