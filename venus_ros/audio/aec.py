@@ -804,7 +804,17 @@ class _Fdaf:
             self.delay_known = True
 
     def _shift(self, frames: int) -> None:
-        """Keep the filters' absolute taps when the window moves ``frames`` later."""
+        """Keep the filters' absolute taps when the window moves ``frames`` later. A move of a
+        filter's length or more wipes them: they converge again from zero, and until the
+        foreground has cancelled 6 dB again the double-talk detector does not slow them, and
+        the best share it compares with starts over (both belonged to the wiped filter; kept,
+        a wiped filter cancelled 0-4 dB for 4 s after the echo path's delay jumped from 20 to
+        300 ms)."""
+        if abs(frames) >= self.partitions:
+            self.cancelled_once = False
+            self.e_fore = self.e_back = self.e_mic = 0.0
+            self.dt_peak = 0.0
+            self.dt_hold = 0
         for w in (self.w_fore, self.w_back):
             if abs(frames) >= self.partitions:
                 w[:] = 0.0
