@@ -804,21 +804,23 @@ class _Fdaf:
             self.delay_known = True
 
     def _shift(self, frames: int) -> None:
-        """Keep the filters' absolute taps when the window moves ``frames`` later. A move of a
-        filter's length or more wipes them: they converge again from zero, and until the
-        foreground has cancelled 6 dB again the double-talk detector does not slow them, and
-        the best share it compares with starts over (both belonged to the wiped filter; kept,
-        a wiped filter cancelled 0-4 dB for 4 s after the echo path's delay jumped from 20 to
-        300 ms)."""
+        """Keep the filters' absolute taps when the window moves ``frames`` later.
+
+        A move of a filter's length or more wipes them, and they converge again from zero:
+        the double-talk detector starts over too (until the foreground has cancelled 6 dB it
+        does not slow them, and its best share is the new filter's). Its state belonged to the
+        wiped filter: kept, it held them at 5 % of their step, and after the echo path's delay
+        jumped from 20 to 300 ms they cancelled 0-4 dB for 4 s."""
         if abs(frames) >= self.partitions:
+            self.w_fore[:] = 0.0
+            self.w_back[:] = 0.0
             self.cancelled_once = False
             self.e_fore = self.e_back = self.e_mic = 0.0
             self.dt_peak = 0.0
             self.dt_hold = 0
+            return
         for w in (self.w_fore, self.w_back):
-            if abs(frames) >= self.partitions:
-                w[:] = 0.0
-            elif frames > 0:
+            if frames > 0:
                 w[: self.partitions - frames] = w[frames:].copy()
                 w[self.partitions - frames :] = 0.0
             else:
