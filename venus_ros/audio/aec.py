@@ -28,9 +28,10 @@ Two engines (``engine=``):
      estimate explains (normalised cross-correlation) is tracked against its recent peak
      (decaying 4 dB/s); a drop below 0.3 of it means the user is talking, and for the next
      100 ms the background adapts at 5% of its step, so that double talk does not drag the
-     filter off the echo path; not before the foreground has once cancelled 6 dB (the share of
-     a filter still converging swings on its own: slowed by it, the first second of some
-     sentences leaked through as words);
+     filter off the echo path; not before the foreground has once cancelled 6 dB, and again
+     after a delay move wipes the filters (the share of a filter still converging swings on its
+     own: slowed by it, the first second of some sentences leaked through as words, and a
+     wiped filter took seconds to converge again);
   4. *residual echo suppression* (a post-filter) on a 20 ms sqrt-Hann analysis, hop 10 ms:
      where the cancelled signal carries more energy than the mic (a reference that was not
      played, a filter not yet converged) the mic is kept; the residual echo is estimated per
