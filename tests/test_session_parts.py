@@ -279,10 +279,14 @@ def test_speech_the_assistant_stopped_for_is_aside_only_when_it_reads_clearly_so
     """With the addressee's text head scoring below :data:`ASIDE_SCORE` (or a name that is
     not the assistant's) the stop was a false one, unless the floor's interruption head reads
     the words as a cut-in (:data:`CUT_IN_SCORE`); a score between it and the head's threshold
-    drops speech the assistant did not stop for, but is not clear enough to take back a stop."""
+    drops speech the assistant did not stop for, but is not clear enough to take back a stop.
+    Words the interruption head reads as a back-channel or a remark (below the floor's
+    :data:`REMARK_SCORE`) take the stop back whatever the addressee's reading; speech that is,
+    or opens with, a command to stop or wait never does, unless it calls someone else by name."""
     from types import SimpleNamespace
 
     from venus_ros.frontends.cascade.addressee import Addressee, Verdict
+    from venus_ros.frontends.cascade.floor import REMARK_SCORE
     from venus_ros.frontends.cascade.frontend import ASIDE_SCORE, CUT_IN_SCORE, reads_as_aside
     from venus_ros.frontends.cascade.state import SessionState
     from venus_ros.frontends.cascade.texthead import TextHead
@@ -321,6 +325,16 @@ def test_speech_the_assistant_stopped_for_is_aside_only_when_it_reads_clearly_so
     assert not stopped_for(gate_scoring(below, CUT_IN_SCORE), "Sorry to cut in, but the")
     assert stopped_for(gate_scoring(below, CUT_IN_SCORE - 0.01), "Sorry to cut in, but the")
     assert stopped_for(gate_scoring(0.9, 0.99), "Tom, have you seen my glasses?")
+    # Words the interruption head reads as a back-channel or a remark take the stop back
+    # whatever the addressee's reading (a back-channel is said to the assistant, not a cut-in).
+    assert stopped_for(gate_scoring(0.9, REMARK_SCORE - 0.01), "Oh nice.")
+    assert not stopped_for(gate_scoring(0.9, REMARK_SCORE), "Oh nice.")
+    # A command to stop or wait said over the assistant is said to it, however the rest reads;
+    # a name calling someone else still takes the stop back.
+    assert not stopped_for(gate_scoring(below, 0.1), "Wait, wait, is it still on the hill?")
+    assert not stopped_for(gate_scoring(below, 0.1), "Actually, never mind, the kettle.")
+    assert stopped_for(gate_scoring(below, 0.1), "Is it still on the hill?")
+    assert stopped_for(gate_scoring(below, 0.1), "Tom, wait, is it still on the hill?")
     assert not reads_as_aside(Verdict(False, "no_text", None))
     assert reads_as_aside(Verdict(False, "quiet", below)) and not reads_as_aside(
         Verdict(True, "answer", None)

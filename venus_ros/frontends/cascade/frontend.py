@@ -51,6 +51,7 @@ from venus_ros.frontends.cascade.addressee import (
     opening_of,
 )
 from venus_ros.frontends.cascade.config import CascadeConfig, parse_spec
+from venus_ros.frontends.cascade.floor import REMARK_SCORE
 from venus_ros.frontends.cascade.responder import (
     CLARIFY_PHRASE,
     CascadeResponder,
@@ -69,6 +70,7 @@ from venus_ros.frontends.policy import (
     VadBargeIn,
     delegate_all,
 )
+from venus_ros.text.commands import command_of, split_command
 
 __all__ = [
     "ASIDE_SCORE",
@@ -220,9 +222,16 @@ class AddresseeGate(SessionPart):
     clearly as not said to the assistant (:func:`reads_as_aside`: it calls someone else by
     name, or the addressee's text head scores it below :data:`ASIDE_SCORE`), and, unless one
     calls someone else by name, ``cut_in`` does not read their words as an interruption (a
-    score below :data:`CUT_IN_SCORE`), the request is marked
+    score below :data:`CUT_IN_SCORE`) -- or, whatever the verdicts, ``cut_in`` reads them as
+    a back-channel, a remark or background talk (a score below
+    :data:`~venus_ros.frontends.cascade.floor.REMARK_SCORE`, the bar under which the floor
+    policy never stops for speech on how it sounds; the boundary model had stopped on the
+    sound before the words were made out: "Oh nice." over an answer) -- the request is marked
     :attr:`~venus_ros.frontends.policy.UserRequest.aside`: the stop was a false one, and the
-    responder takes the cut-off turn up again instead of answering. At each request the texts
+    responder takes the cut-off turn up again instead of answering; never when the speech is,
+    or opens with, a command to stop or wait (:func:`~venus_ros.text.commands.split_command`:
+    said over the assistant, "Wait, wait, ..." is said to it, however the rest was heard),
+    unless it calls someone else by name. At each request the texts
     not addressed are dropped from the pending user text; when nothing addressed remains, the
     user's turn is forgotten and no request is made. Speech with no words made out is judged
     by its level alone once the user has stopped speaking. Without ASR, or with no
@@ -305,11 +314,16 @@ class AddresseeGate(SessionPart):
         if acc.yielded_to:
             self._drop_talked_through(texts)
             named = any(v.reason == "other_name" for v in acc.verdicts)
-            session.user_turn_aside = (
-                bool(texts)
-                and all(map(reads_as_aside, acc.verdicts))
-                and (named or not self._cuts_in(texts))
+            score = self._cut_in_score(texts)
+            cuts_in = score is not None and score >= CUT_IN_SCORE
+            remark = score is not None and score < REMARK_SCORE
+            # A command to stop or wait said over the assistant is said to it, whatever follows
+            # ("Wait, wait, is it ...?" with the question misheard).
+            commanded = bool(texts) and (
+                command_of(texts[0]) is not None or split_command(texts[0]) is not None
             )
+            clear = all(map(reads_as_aside, acc.verdicts)) and (named or not cuts_in)
+            session.user_turn_aside = bool(texts) and (remark or clear) and (named or not commanded)
             return True
         keep = [t for t, v in zip(texts, acc.verdicts, strict=True) if v.addressed]
         dropped = len(texts) - len(keep)
@@ -353,13 +367,9 @@ class AddresseeGate(SessionPart):
         acc.verdicts = [v for v, k in zip(acc.verdicts, keep, strict=True) if k]
         acc.spans = [s for s, k in zip(acc.spans, keep, strict=True) if k]
 
-    def _cuts_in(self, texts: list[str]) -> bool:
-        """Whether the words the assistant stopped for read as an interruption (``cut_in`` at
-        or above :data:`CUT_IN_SCORE`)."""
-        if self.cut_in is None:
-            return False
-        score = self.cut_in(" ".join(texts))
-        return score is not None and score >= CUT_IN_SCORE
+    def _cut_in_score(self, texts: list[str]) -> float | None:
+        """``cut_in``'s score of the words the assistant stopped for (None: no ``cut_in``)."""
+        return None if self.cut_in is None or not texts else self.cut_in(" ".join(texts))
 
     def _account(self, obs: FloorObservation) -> None:
         """Add the observation's new voiced frames (the assistant silent) to the utterance."""
