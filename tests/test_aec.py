@@ -189,6 +189,38 @@ def test_double_talk_keeps_the_user(speech: dict, delay_ms: int) -> None:
     assert after_corr >= 0.99
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_double_talk_through_a_room_keeps_the_user_undistorted(speech: dict, seed: int) -> None:
+    """A robot-like echo path (a small speaker saturating on peaks, a 0.25 s room, 30 ms,
+    -6 dB) and the user talking over the last 2 s of the answer: the residue the linear filter
+    leaves is large, and the suppressor must not eat the user with it. While the double-talk
+    detector holds, it over-subtracts a third as hard (the user's voice masks the residue)."""
+    assistant = speech["assistant"]
+    user_start_s = assistant.size / RATE - 2.0
+    options = {
+        "delay_ms": 30,
+        "user_start_s": user_start_s,
+        "rir": synthetic_rir(RATE, 0.25, seed=seed, direct_to_reverb_db=6.0),
+        "seed": seed,
+    }
+    played = build_echo_scenario(assistant, speech["user"], **options)
+    heard = build_echo_scenario(np.tanh(2.0 * assistant) / 2.0, speech["user"], **options)
+    aec, out = run_canceller(heard.mic, played.reference)
+    latency = aec.latency_samples
+    _, user_path = run_canceller(heard.user, None)
+    start, stop = heard.double_talk
+    during = aligned(out, start, stop, latency).astype(np.float64)
+    user_during = aligned(user_path, start, stop, latency).astype(np.float64)
+    sdr = 10 * math.log10(np.sum(user_during**2) / np.sum((during - user_during) ** 2))
+    echo_start = heard.echo_only[0] + 2 * RATE
+    erle = erle_db(heard.mic[echo_start:start], aligned(out, echo_start, start, latency))
+    print(f"\nAEC room double talk, seed {seed}: user-to-distortion {sdr:.1f} dB, ERLE {erle:.1f}")
+    # Measured (seeds 0, 1): 16.9 / 16.6 dB, ERLE 31.9 / 31.2 dB; over-subtracting at full
+    # strength under double talk: 15.7 / 15.4 dB, the same ERLE.
+    assert sdr >= 16.2
+    assert erle >= 28.0
+
+
 @pytest.mark.parametrize("delay_ms", [20, 100])
 def test_a_loud_user_over_the_echo_leaves_the_next_turn_cancelled(
     speech: dict, delay_ms: int

@@ -43,8 +43,12 @@ Two engines (``engine=``):
      to ``max_delay_ms`` counts as the delayed reference): a session's first half second of
      assistant speech is suppressed whole, the user's voice with it; gain
      ``max(floor, 1 - over * residual / output)`` per bin (``over_suppress`` 12,
-     ``suppress_floor_db`` -40). No high-pass, no comfort noise: where there is no echo the
-     mic passes unchanged.
+     ``suppress_floor_db`` -40), ``over`` a third of that while the double-talk detector
+     (step 3) holds, once a second of reference has played: the user's voice masks what residue
+     is left, and over-subtraction ate into it (through a robot-like room path, Whisper's word
+     error rate on the user under double talk 46 -> 39 %; the first second is left at full
+     strength, where a converging filter's swings read as double talk and the residue leaked).
+     No high-pass, no comfort noise: where there is no echo the mic passes unchanged.
 
   When no reference has reached the filters' window for a while (``max_delay_ms`` plus
   ``filter_ms`` plus 20 ms of exact zeros), the mic passes through without any FFT (the
@@ -303,7 +307,7 @@ class EchoCanceller:
         step: numpy engine: the adaptive filter's normalised step size, (0, 1].
         suppress_floor_db: numpy engine: the suppressor's lowest gain, -80..0 dB.
         over_suppress: numpy engine: the suppressor's over-subtraction factor, 0..100
-            (0: no residual echo suppression).
+            (0: no residual echo suppression; a third of it while double talk is detected).
 
     Raises:
         ValueError: for an unsupported rate, frame length, quality, limit or engine setting.
@@ -680,6 +684,7 @@ class _Fdaf:
         self.e_back = 0.0
         self.e_mic = 0.0
         self.cancelled_once = False
+        self.active_frames = 0  # frames with reference playing since the canceller started
         self.better = 0
         self.worse = 0
         self.zeros = np.zeros(n)
@@ -704,6 +709,7 @@ class _Fdaf:
         self.dp_prev = dp
         active = float(x @ x) > _ACTIVE_POWER
         if active:
+            self.active_frames += 1
             self._track_delay(d_spec)
         window = hist[self.delay : self.delay + self.partitions]
         yp_fore = np.fft.irfft(np.einsum("pk,pk->k", self.w_fore, window))[n:]
@@ -856,7 +862,10 @@ class _Fdaf:
         self.s_xx_lag += np.where(p_x > self.s_xx_lag, _SMOOTH, _RELEASE) * (p_x - self.s_xx_lag)
         residual_x = self.leak_x.update(self.s_zz, self.s_xx_lag) * self.s_xx_lag
         residual = np.maximum(self.leak_y.update(self.s_zz, self.s_yy) * self.s_yy, residual_x)
-        g = np.clip(1.0 - self.over * residual / (self.s_zz + _TINY), self.floor, 1.0)
+        over = self.over
+        if self.dt_hold and self.cancelled_once and self.active_frames >= _DT_SUPPRESS_AFTER:
+            over *= _DT_OVER_SHARE  # the user is talking: the residue is masked, keep them
+        g = np.clip(1.0 - over * residual / (self.s_zz + _TINY), self.floor, 1.0)
         out = np.fft.irfft(g * z) * win
         result = self.ola + out[:n]
         self.ola = out[n:]
@@ -939,6 +948,8 @@ _DT_DROP = 0.3
 _DT_HOLD = 10
 _DT_STEP = 0.05
 _DT_DELAY_VOTES = 10
+_DT_OVER_SHARE = 1 / 3
+_DT_SUPPRESS_AFTER = 100
 _ACTIVE_POWER = 2 * FRAME_SAMPLES * 1e-8
 _REGULARISE = 2 * FRAME_SAMPLES * 1e-6
 _SMOOTH = 0.35
