@@ -327,8 +327,8 @@ def test_speech_the_assistant_stopped_for_is_aside_only_when_it_reads_clearly_so
     assert stopped_for(gate_scoring(0.9, 0.99), "Tom, have you seen my glasses?")
     # Words the interruption head reads as a back-channel or a remark take the stop back
     # whatever the addressee's reading (a back-channel is said to the assistant, not a cut-in).
-    assert stopped_for(gate_scoring(0.9, REMARK_SCORE - 0.01), "Oh nice.")
-    assert not stopped_for(gate_scoring(0.9, REMARK_SCORE), "Oh nice.")
+    assert stopped_for(gate_scoring(0.9, REMARK_SCORE - 0.01), "Oh, interesting.")
+    assert not stopped_for(gate_scoring(0.9, REMARK_SCORE), "Oh, interesting.")
     # A command to stop or wait said over the assistant is said to it, however the rest reads;
     # a name calling someone else still takes the stop back.
     assert not stopped_for(gate_scoring(below, 0.1), "Wait, wait, is it still on the hill?")

@@ -225,13 +225,13 @@ class AddresseeGate(SessionPart):
     score below :data:`CUT_IN_SCORE`) -- or, whatever the verdicts, ``cut_in`` reads them as
     a back-channel, a remark or background talk (a score below
     :data:`~venus_ros.frontends.cascade.floor.REMARK_SCORE`, the bar under which the floor
-    policy never stops for speech on how it sounds; the boundary model had stopped on the
-    sound before the words were made out: "Oh nice." over an answer) -- the request is marked
+    policy never stops for speech on how it sounds: the boundary model can stop on the sound of
+    "Oh, interesting." before its words are made out) -- the request is marked
     :attr:`~venus_ros.frontends.policy.UserRequest.aside`: the stop was a false one, and the
     responder takes the cut-off turn up again instead of answering; never when the speech is,
     or opens with, a command to stop or wait (:func:`~venus_ros.text.commands.split_command`:
-    said over the assistant, "Wait, wait, ..." is said to it, however the rest was heard),
-    unless it calls someone else by name. At each request the texts
+    said over the assistant, "Wait, ..." is said to it, however the rest was heard), unless it
+    calls someone else by name. At each request the texts
     not addressed are dropped from the pending user text; when nothing addressed remains, the
     user's turn is forgotten and no request is made. Speech with no words made out is judged
     by its level alone once the user has stopped speaking. Without ASR, or with no
@@ -318,7 +318,7 @@ class AddresseeGate(SessionPart):
             cuts_in = score is not None and score >= CUT_IN_SCORE
             remark = score is not None and score < REMARK_SCORE
             # A command to stop or wait said over the assistant is said to it, whatever follows
-            # ("Wait, wait, is it ...?" with the question misheard).
+            # ("Wait, what did you ...?" with the question misheard).
             commanded = bool(texts) and (
                 command_of(texts[0]) is not None or split_command(texts[0]) is not None
             )
