@@ -744,8 +744,12 @@ class _Fdaf:
             self.dt_hold = _DT_HOLD
         elif self.dt_hold:
             self.dt_hold -= 1
-        # (before the foreground has ever cancelled 6 dB its share says nothing of the user)
-        return _DT_STEP if self.dt_hold and self.cancelled_once else 1.0
+        return _DT_STEP if self._double_talk() else 1.0
+
+    def _double_talk(self) -> bool:
+        """Whether the detector holds double talk (:meth:`_double_talk_scale`); before the
+        foreground has ever cancelled 6 dB its share says nothing of the user."""
+        return bool(self.dt_hold) and self.cancelled_once
 
     def _pass(self, d: np.ndarray) -> np.ndarray:
         """No reference anywhere in the filters' reach: the mic passes (the overlap-add with
@@ -863,7 +867,7 @@ class _Fdaf:
         residual_x = self.leak_x.update(self.s_zz, self.s_xx_lag) * self.s_xx_lag
         residual = np.maximum(self.leak_y.update(self.s_zz, self.s_yy) * self.s_yy, residual_x)
         over = self.over
-        if self.dt_hold and self.cancelled_once and self.active_frames >= _DT_SUPPRESS_AFTER:
+        if self._double_talk() and self.active_frames >= _DT_SUPPRESS_AFTER:
             over *= _DT_OVER_SHARE  # the user is talking: the residue is masked, keep them
         g = np.clip(1.0 - over * residual / (self.s_zz + _TINY), self.floor, 1.0)
         out = np.fft.irfft(g * z) * win

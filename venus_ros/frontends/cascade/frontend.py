@@ -313,17 +313,7 @@ class AddresseeGate(SessionPart):
         self._judge_new(texts)
         if acc.yielded_to:
             self._drop_talked_through(texts)
-            named = any(v.reason == "other_name" for v in acc.verdicts)
-            score = self._cut_in_score(texts)
-            cuts_in = score is not None and score >= CUT_IN_SCORE
-            remark = score is not None and score < REMARK_SCORE
-            # A command to stop or wait said over the assistant is said to it, whatever follows
-            # ("Wait, what did you ...?" with the question misheard).
-            commanded = bool(texts) and (
-                command_of(texts[0]) is not None or split_command(texts[0]) is not None
-            )
-            clear = all(map(reads_as_aside, acc.verdicts)) and (named or not cuts_in)
-            session.user_turn_aside = bool(texts) and (remark or clear) and (named or not commanded)
+            session.user_turn_aside = bool(texts) and self._stop_was_false(texts)
             return True
         keep = [t for t, v in zip(texts, acc.verdicts, strict=True) if v.addressed]
         dropped = len(texts) - len(keep)
@@ -367,9 +357,18 @@ class AddresseeGate(SessionPart):
         acc.verdicts = [v for v, k in zip(acc.verdicts, keep, strict=True) if k]
         acc.spans = [s for s, k in zip(acc.spans, keep, strict=True) if k]
 
-    def _cut_in_score(self, texts: list[str]) -> float | None:
-        """``cut_in``'s score of the words the assistant stopped for (None: no ``cut_in``)."""
-        return None if self.cut_in is None or not texts else self.cut_in(" ".join(texts))
+    def _stop_was_false(self, texts: list[str]) -> bool:
+        """Whether the words (``texts``, not empty) the assistant stopped for make the stop a
+        false one (see the class docstring)."""
+        named = any(v.reason == "other_name" for v in self.state.verdicts)
+        score = None if self.cut_in is None else self.cut_in(" ".join(texts))
+        cuts_in = score is not None and score >= CUT_IN_SCORE
+        heard_as_remark = score is not None and score < REMARK_SCORE
+        read_as_aside = all(map(reads_as_aside, self.state.verdicts)) and (named or not cuts_in)
+        # A command to stop or wait said over the assistant is said to it, whatever follows
+        # ("Wait, what did you ...?" with the question misheard).
+        commanded = command_of(texts[0]) is not None or split_command(texts[0]) is not None
+        return (heard_as_remark or read_as_aside) and (named or not commanded)
 
     def _account(self, obs: FloorObservation) -> None:
         """Add the observation's new voiced frames (the assistant silent) to the utterance."""
