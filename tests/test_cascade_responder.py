@@ -825,6 +825,15 @@ def test_commands_to_stop_or_wait_are_acknowledged_in_words_that_name_them() -> 
     assert responder.respond(request("Stop mirror.")).spoken == "I'll stop."
 
 
+def test_the_command_phrases_a_recogniser_weighs_are_each_one_command() -> None:
+    from venus_ros.text.commands import COMMAND_PHRASES, command_of, normalise
+
+    assert len({normalise(p) for p in COMMAND_PHRASES}) == len(COMMAND_PHRASES)
+    assert all(command_of(p) is not None for p in COMMAND_PHRASES), [
+        p for p in COMMAND_PHRASES if command_of(p) is None
+    ]
+
+
 def test_the_fixed_replies_are_heard_right_in_the_default_voice() -> None:
     """Every fixed reply (to a command, a greeting, thanks, a goodbye, a bare "no", speech not
     made out) said by the default voice (espeak-ng) and recognised by Whisper tiny.en comes

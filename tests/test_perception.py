@@ -148,6 +148,35 @@ def test_partials_over_the_assistant_keep_within_the_units_recognition_budget(
     assert transcriber.partial_cost_s == cost_s
 
 
+def test_finals_over_the_assistant_are_weighed_against_the_phrases_the_policy_expects(
+    interruption: np.ndarray,
+) -> None:
+    """A final transcript of speech over the assistant's turn is recognised with the phrases
+    the floor policy expects there (its commands); one after the turn, without."""
+    asr = WhisperAsr()
+    transcribe = asr.transcribe
+    finals: list[tuple[str, ...]] = []
+
+    def spy(audio: np.ndarray, **kwargs: Any) -> Transcript:
+        if kwargs.get("words") is not False:
+            finals.append(tuple(kwargs.get("expect", ())))
+        return transcribe(audio, **kwargs)
+
+    asr.transcribe = spy  # type: ignore[method-assign]
+    perception = Perception(
+        SileroVad(), transcriber=SegmentTranscriber(asr), expected_over_turn=("Stop.",)
+    )
+    state = SessionState(action=None)
+    audio = place(6.0, (0.3, interruption), (3.3, interruption))
+    state.turn = Turn(deque(), forced=True, total16=3 * RATE, intervals=[[0.0, 3.0 * RATE]])
+    perception.bind(state)
+    for unit in range(6):
+        if unit == 3:
+            state.turn = None  # the turn ended at 3 s
+        perception.take_in(audio[unit * RATE : (unit + 1) * RATE], UnitAccount())
+    assert finals == [("Stop.",), ()]
+
+
 def test_a_long_cut_in_is_read_every_sub_step_then_more_sparsely_then_at_boundaries(
     tmp_path: Path,
 ) -> None:

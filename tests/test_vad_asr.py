@@ -26,6 +26,7 @@ import pytest
 from speech import espeak_16k
 
 from venus_ros.audio.asr import (
+    EXPECT_MAX_S,
     LEAD_IN_S,
     MAX_PROMPT_CHARS,
     TAIL_S,
@@ -37,6 +38,7 @@ from venus_ros.audio.asr import (
 )
 from venus_ros.audio.vad import FRAME_SAMPLES, ModelPackageMissing, SileroVad, VadEvent
 from venus_ros.bench.speech import stream_transcripts
+from venus_ros.text.commands import COMMAND_PHRASES
 
 RATE = 16000
 TOLERANCE = int(0.100 * RATE)  # VAD boundaries within 100 ms of the truth
@@ -476,6 +478,52 @@ def test_short_words_the_trimmed_window_calls_silence_are_heard_with_the_full_wi
                 empty.append((voice, word, pad_s))
     assert empty == []
     assert asr.fallbacks > before  # the full window was needed (15 of these 40 in tiny.en)
+
+
+def test_a_short_reading_is_weighed_against_the_phrases_expected(
+    asr: WhisperAsr, audio_dir: Path
+) -> None:
+    """Talked over, the floor expects commands: a short reading that is none of them is read as
+    the command Whisper itself rates close to it ("and on." for "Hang on." in noise), never as
+    another command, and a back-channel stays what it is, however near ("Go on.")."""
+    rng = np.random.default_rng(7)
+
+    def in_noise(text: str, voice: str, snr_db: float) -> np.ndarray:
+        clip = speak(text, voice, 175, audio_dir)
+        clip = clip * 10 ** (-23 / 20) / np.sqrt(np.mean(np.square(clip)))  # -23 dBFS RMS
+        seg = np.concatenate([np.zeros(RATE // 10), clip, np.zeros(RATE * 15 // 100)])
+        spectrum = np.fft.rfft(rng.normal(size=seg.size))
+        pink = np.fft.irfft(spectrum / np.sqrt(np.maximum(np.arange(spectrum.size), 1)), seg.size)
+        pink *= 10 ** ((-23 - snr_db) / 20) / np.sqrt(np.mean(np.square(pink)))
+        return (seg + pink).astype(np.float32)
+
+    voices = ("en-us+m3", "en-gb+f3", "en+m1", "en-029")
+    corrected, before = 0, asr.rereads
+    for voice, command in itertools.product(voices, ("Hang on.", "Hold on.")):
+        seg = in_noise(command, voice, 5.0)
+        plain = asr.transcribe(seg)
+        assert asr.transcribe(seg, expect=()).text == plain.text
+        got = asr.transcribe(seg, expect=COMMAND_PHRASES)
+        if got.text != plain.text:
+            assert got.text == command, (voice, plain.text, got.text)  # the one said
+            assert " ".join(w.text for w in got.words) == command
+            assert all(0.0 <= w.start <= w.end <= seg.size / RATE for w in got.words)
+            corrected += 1
+    print(f"short commands in noise read as said with the phrases expected: {corrected} of 8")
+    assert corrected >= 3 and asr.rereads == before + corrected
+    kept = [
+        (voice, said, snr, asr.transcribe(seg, expect=COMMAND_PHRASES).text)
+        for voice, said, snr in itertools.product(
+            voices, ("Go on.", "Yeah.", "Okay.", "Got it.", "Sure.", "Uh-huh."), (20.0, 5.0)
+        )
+        for seg in [in_noise(said, voice, snr)]
+    ]
+    assert asr.rereads == before + corrected, [k for k in kept if k[3] in COMMAND_PHRASES]
+    # a longer segment is not weighed at all
+    long = np.concatenate([in_noise("Hang on.", "en-gb+f3", 5.0), np.zeros(RATE)])
+    assert long.size / RATE > EXPECT_MAX_S
+    asr.transcribe(long, expect=COMMAND_PHRASES)
+    assert asr.rereads == before + corrected
 
 
 def test_asr_dc_offset_and_int16_input(asr: WhisperAsr, scenes: list[Scene]) -> None:

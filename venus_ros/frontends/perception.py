@@ -18,6 +18,7 @@ one that takes the unit whole at its boundary cut it at the same sub-step points
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -199,6 +200,9 @@ class Perception:
         asr_partials: Transcribe the utterance in progress at every boundary (rate-limited by
             the transcriber), and at every sub-step while the assistant speaks (see
             :data:`OVERLAP_PARTIAL_INTERVAL_S`).
+        expected_over_turn: Phrases a final transcript of speech over the assistant's turn is
+            weighed against (the floor policy's :attr:`~venus_ros.frontends.policy.FloorPolicy.
+            expected_over_turn`; :attr:`~venus_ros.audio.asr.SegmentTranscriber.expect`).
     """
 
     def __init__(
@@ -209,6 +213,7 @@ class Perception:
         *,
         vad_threshold: float = 0.5,
         asr_partials: bool = False,
+        expected_over_turn: Sequence[str] = (),
     ) -> None:
         if not 0.0 < vad_threshold < 1.0:
             raise ValueError(f"vad_threshold: must be in (0, 1), got {vad_threshold}")
@@ -219,6 +224,7 @@ class Perception:
         self._transcriber = transcriber
         self.vad_threshold = float(vad_threshold)
         self.asr_partials = bool(asr_partials)
+        self.expected_over_turn = tuple(expected_over_turn)
         #: Echo cancellation delays the VAD's view of the microphone by this many samples.
         self.latency = aec.latency_samples if aec is not None else 0
         self._state: SessionState | None = None
@@ -249,6 +255,8 @@ class Perception:
         events = self._vad.process(y)
         if self._transcriber is not None:
             spent = self._transcriber.compute_s
+            talked_over = self.state.turn is not None
+            self._transcriber.expect = self.expected_over_turn if talked_over else ()
             for transcript in self._transcriber.feed(y, events):
                 if transcript.kind == "final" and transcript.text:
                     self.state.user_texts.append(transcript.text)

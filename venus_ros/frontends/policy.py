@@ -160,6 +160,9 @@ class FloorPolicy(abc.ABC):
 
     #: A short name, for reports.
     name: str = "policy"
+    #: Phrases the recogniser should weigh a short utterance over the assistant against
+    #: (:attr:`~venus_ros.audio.asr.SegmentTranscriber.expect`): what this policy stops for.
+    expected_over_turn: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def decide(self, obs: FloorObservation) -> FloorAction:
@@ -664,6 +667,7 @@ class PolicyFrontend(Frontend):
             self._transcriber,
             vad_threshold=self.vad_threshold,
             asr_partials=self.asr_partials,
+            expected_over_turn=policy.expected_over_turn,
         )
         self._schedule: tuple[tuple[float, str], ...] = ()
         self.prepare()

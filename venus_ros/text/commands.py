@@ -16,6 +16,7 @@ from venus_ros.text.speech import split_sentences
 
 __all__ = [
     "COMMANDS",
+    "COMMAND_PHRASES",
     "command_of",
     "command_then_question",
     "normalise",
@@ -34,6 +35,29 @@ COMMANDS: tuple[tuple[str, str], ...] = (
         r"(?:just |only )?(?:one|a|1) (?:moment|second|sec|minute|bit)|"
         r"just a (?:moment|second|sec)",
     ),
+)
+#: The short commands written out, one common spelling each: what a recogniser that misheard a
+#: short utterance over the assistant is asked to weigh it against
+#: (:class:`~venus_ros.audio.asr.SegmentTranscriber`'s ``expect``). Each is a :data:`COMMANDS`
+#: command (a test checks); the longer forms ("hold on a second, please") are left to the
+#: recogniser's own reading.
+COMMAND_PHRASES: tuple[str, ...] = (
+    "Stop.",
+    "Stop it.",
+    "Enough.",
+    "Quiet.",
+    "Shush.",
+    "Shut up.",
+    "Wait.",
+    "Wait up.",
+    "Hold on.",
+    "Hold it.",
+    "Hold up.",
+    "Hang on.",
+    "Never mind.",
+    "Forget it.",
+    "One second.",
+    "Just a second.",
 )
 #: Words that may come with a command ("okay, stop there", "no no, wait a second, please").
 _COURTESY = (

@@ -62,7 +62,7 @@ from venus_ros.frontends.policy import (
     FloorObservation,
     FloorPolicy,
 )
-from venus_ros.text.commands import command_of, command_then_question
+from venus_ros.text.commands import COMMAND_PHRASES, command_of, command_then_question
 from venus_ros.text.speech import split_sentences
 
 if TYPE_CHECKING:
@@ -537,6 +537,10 @@ class TrainedFloorPolicy(FloorPolicy):
     """
 
     name = "floor"
+    #: A short command over the assistant is an interruption (:meth:`interrupts`): the
+    #: recogniser weighs a short utterance over it against them (a misheard "Hold on." read as
+    #: "Go on." is read as what it more likely was).
+    expected_over_turn: tuple[str, ...] = COMMAND_PHRASES
     #: The frontend should run partial transcripts (``asr_partials``): the model was chosen
     #: with them (without, remarks to other people are told from interruptions less well).
     wants_partials: bool = True
