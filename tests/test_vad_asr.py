@@ -625,8 +625,9 @@ def test_partials_are_not_rerun_with_the_full_window_and_can_wait_for_compute(
     loop: list[bool] = []  # make the next result look like a decoder loop
     transcribe = asr.transcribe
 
-    def spy(audio: np.ndarray, *, words: bool | None = None, retry: bool = True) -> Transcript:
-        got = transcribe(audio, words=words, retry=retry)
+    def spy(audio: np.ndarray, *, words: bool | None = None, **kwargs: Any) -> Transcript:
+        retry = kwargs.get("retry", True)
+        got = transcribe(audio, words=words, **kwargs)
         calls.append(("partial" if words is False else "final", retry))
         text = " ".join(["stop"] * 12) if loop and loop.pop() else got.text
         return replace(got, text=text, compute_s=0.125)
