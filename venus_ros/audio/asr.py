@@ -498,7 +498,9 @@ class WhisperAsr:
         ids = [tokenizer.encode(" " + text), *(i for _, i in phrases)]
         scores = _phrase_logprobs(model, tokenizer, encoded, ids)
         best = 1 + int(np.argmax(scores[1:]))
-        if scores[best] < EXPECT_FLOOR or scores[best] + EXPECT_MARGIN < scores[0]:
+        if not np.isfinite(scores[0]) or scores[best] < EXPECT_FLOOR:
+            return text, found  # (a reading the decoder could not score is kept)
+        if scores[best] + EXPECT_MARGIN < scores[0]:
             return text, found
         self.rereads += 1
         words: list[Word] = []
