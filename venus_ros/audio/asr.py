@@ -407,7 +407,7 @@ class WhisperAsr:
     def _window_frames(self, samples: int) -> int:
         if self.encoder_window == "full":
             return _FULL_FRAMES
-        frames = math.ceil(samples / (SAMPLE_RATE / _FRAMES_PER_S)) + self.fit_margin_frames
+        frames = _mel_frames(samples) + self.fit_margin_frames
         frames = max(frames, self.fit_min_frames)
         return min(_FULL_FRAMES, frames + frames % 2)
 
@@ -490,7 +490,7 @@ class WhisperAsr:
         phrases = [(p, tokenizer.encode(" " + p.strip())) for p in expect]
         # A phrase is at most as likely as its first token: one decoder step over the window
         # leaves the phrases that can reach the floor (none, for most back-channels).
-        first = _phrase_logprobs(model, tokenizer, encoded, [[]], first=True)
+        first = _first_token_logprobs(model, tokenizer, encoded)
         phrases = [(p, i) for p, i in phrases if i and first[i[0]] >= EXPECT_FLOOR]
         if not phrases:
             return text, found
@@ -503,20 +503,18 @@ class WhisperAsr:
         if scores[best] + EXPECT_MARGIN < scores[0]:
             return text, found
         self.rereads += 1
+        if not aligned:
+            return texts[best], []
+        content = min(_mel_frames(x.size), frames)
+        (timed,) = self._model.find_alignment(tokenizer, [ids[best]], encoded, content)
         words: list[Word] = []
-        if aligned:
-            content = min(math.ceil(x.size / (SAMPLE_RATE / _FRAMES_PER_S)), frames)
-            audio_s = x.size / SAMPLE_RATE
-            (timed,) = self._model.find_alignment(tokenizer, [ids[best]], encoded, content)
-            for w in timed:
-                start = min(max(float(w["start"]), 0.0), audio_s)
-                end = min(max(float(w["end"]), start), audio_s)
-                word = str(w["word"]).strip()
-                if words and not any(c.isalnum() for c in word):  # punctuation: the word's
-                    last = words[-1]
-                    words[-1] = Word(last.text + word, last.start, end, last.probability)
-                else:
-                    words.append(Word(word, start, end, float(w["probability"])))
+        for w in timed:
+            word = _clamped_word(w["word"], w["start"], w["end"], w["probability"], x.size)
+            if words and not any(c.isalnum() for c in word.text):  # punctuation: the word's
+                last = words[-1]
+                words[-1] = Word(last.text + word.text, last.start, word.end, last.probability)
+            else:
+                words.append(word)
         return texts[best], words
 
     def _phrase_tokenizer(self) -> Any:
@@ -557,9 +555,7 @@ class WhisperAsr:
         for seg in segments:
             texts.append(seg.text.strip())
             for w in seg.words or ():
-                start = min(max(float(w.start), 0.0), audio_s)
-                end = min(max(float(w.end), start), audio_s)
-                words.append(Word(w.word.strip(), start, end, float(w.probability)))
+                words.append(_clamped_word(w.word, w.start, w.end, w.probability, x.size))
         return " ".join(t for t in texts if t), words, info.language
 
 
@@ -574,19 +570,10 @@ def _log_softmax(logits: Any) -> npt.NDArray[np.float64]:
     return z - math.log(float(np.exp(z).sum()))
 
 
-def _phrase_logprobs(
-    model: Any,
-    tokenizer: Any,
-    encoded: Any,
-    ids: Sequence[Sequence[int]],
-    *,
-    first: bool = False,
-) -> npt.NDArray[np.float64]:
-    """Whisper's log-probability (nats) of each token sequence as the whole transcript of one
-    encoded window: its tokens and the end of text, after the start of transcript without
-    timestamps; one batched, teacher-forced greedy pass (CTranslate2 ``generate`` with the
-    sequences as prompts and the vocabulary's logits returned). ``first``: instead, the
-    log-probability of every vocabulary token as the first (``ids`` must be ``[[]]``)."""
+def _forced(model: Any, tokenizer: Any, encoded: Any, ids: Sequence[Sequence[int]]) -> Any:
+    """CTranslate2 ``generate`` on one encoded window with each token sequence as the prompt
+    after the start of transcript without timestamps (teacher-forced), the vocabulary's logits
+    returned for every step, the step after each sequence included."""
     import ctranslate2
 
     start = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
@@ -596,7 +583,7 @@ def _phrase_logprobs(
     # The step after a prompt's last token must be returned: with CTranslate2 4.x a prompt of
     # k tokens after a two-token start needs max_length >= 2k + 2 (measured); this is more.
     longest = max(len(i) for i in ids)
-    results = model.generate(
+    return model.generate(
         ctranslate2.StorageView.from_array(batch),
         [[*start, *i] for i in ids],
         max_length=2 * (longest + len(start)) + 2,
@@ -605,9 +592,22 @@ def _phrase_logprobs(
         suppress_blank=False,
         suppress_tokens=[],
     )
-    if first:
-        return _log_softmax(results[0].logits[0][0])
+
+
+def _first_token_logprobs(model: Any, tokenizer: Any, encoded: Any) -> npt.NDArray[np.float64]:
+    """Whisper's log-probability (nats) of every vocabulary token as the first of the
+    transcript of one encoded window (one decoder step)."""
+    return _log_softmax(_forced(model, tokenizer, encoded, [[]])[0].logits[0][0])
+
+
+def _phrase_logprobs(
+    model: Any, tokenizer: Any, encoded: Any, ids: Sequence[Sequence[int]]
+) -> npt.NDArray[np.float64]:
+    """Whisper's log-probability (nats) of each token sequence as the whole transcript of one
+    encoded window: its tokens and the end of text (one batched, teacher-forced pass:
+    :func:`_forced`); -inf for a sequence the pass did not reach the end of."""
     out = np.full(len(ids), -np.inf)
+    results = _forced(model, tokenizer, encoded, ids)
     for n, (result, tokens) in enumerate(zip(results, ids, strict=True)):
         steps = result.logits[0]
         if len(steps) > len(tokens):
@@ -616,6 +616,18 @@ def _phrase_logprobs(
                 for k, token in enumerate([*tokens, tokenizer.eot])
             )
     return out
+
+
+def _mel_frames(samples: int) -> int:
+    """Whisper's mel frames for ``samples`` at :data:`SAMPLE_RATE` (10 ms each, rounded up)."""
+    return math.ceil(samples / (SAMPLE_RATE / _FRAMES_PER_S))
+
+
+def _clamped_word(text: str, start: float, end: float, probability: float, samples: int) -> Word:
+    """A recognised word, its text stripped and its times clamped to a segment of ``samples``."""
+    audio_s = samples / SAMPLE_RATE
+    begin = min(max(float(start), 0.0), audio_s)
+    return Word(str(text).strip(), begin, min(max(float(end), begin), audio_s), float(probability))
 
 
 def max_tokens(audio_s: float) -> int:
