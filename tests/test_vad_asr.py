@@ -30,6 +30,7 @@ from venus_ros.audio.asr import (
     LEAD_IN_S,
     MAX_PROMPT_CHARS,
     TAIL_S,
+    PhraseProbe,
     SegmentTranscriber,
     Transcript,
     WhisperAsr,
@@ -524,6 +525,94 @@ def test_a_short_reading_is_weighed_against_the_phrases_expected(
     assert long.size / RATE > EXPECT_MAX_S
     asr.transcribe(long, expect=COMMAND_PHRASES)
     assert asr.rereads == before + corrected
+
+
+def _probe(intercept: float, model: str = "tiny.en", dim: int = 1152) -> PhraseProbe:
+    """A probe that reads nothing: always sure (intercept > 0) or never (< 0)."""
+    zeros = np.zeros(dim, np.float32)
+    return PhraseProbe(model, COMMAND_PHRASES, zeros, zeros + 1, zeros, intercept, 0.9)
+
+
+def test_a_phrase_probe_is_saved_loaded_and_checked(tmp_path: Path) -> None:
+    probe = _probe(3.0)
+    probe.save(tmp_path / "p.npz")
+    got = PhraseProbe.load(tmp_path / "p.npz")
+    assert (got.model, got.phrases, got.intercept, got.bar) == (
+        "tiny.en",
+        COMMAND_PHRASES,
+        3.0,
+        0.9,
+    )
+    assert got.tells([p.upper().rstrip(".") for p in reversed(COMMAND_PHRASES)])  # as said
+    assert not got.tells(COMMAND_PHRASES[:-1]) and not got.tells([*COMMAND_PHRASES, "Go."])
+    assert got.probability(np.ones(1152, np.float32)) == pytest.approx(1 / (1 + np.exp(-3.0)))
+    with pytest.raises(ValueError, match="shape"):
+        got.probability(np.ones(768, np.float32))  # another model's encoder
+    np.savez(tmp_path / "other.npz", mean=np.zeros(3))
+    with pytest.raises(ValueError, match="not a phrase probe"):
+        PhraseProbe.load(tmp_path / "other.npz")
+
+
+def test_a_probe_that_is_sure_replaces_a_short_reading_by_the_likeliest_phrase(
+    audio_dir: Path,
+) -> None:
+    """Where the probe of the expected phrases is sure, a short reading that is none of them is
+    replaced by the likeliest of them unless the decoder rates it more than PROBE_MARGIN below
+    its reading; where it is not sure, the decoder's own weighing stands; a probe of other
+    phrases is not used."""
+    asr = WhisperAsr("tiny.en")
+    with pytest.raises(ValueError, match=r"trained on Whisper base\.en"):
+        asr.use_probe(_probe(9.0, model="base.en"))
+
+    def segment(text: str, voice: str) -> np.ndarray:
+        clip = speak(text, voice, 175, audio_dir)
+        return np.concatenate([np.zeros(RATE // 10), clip, np.zeros(RATE * 15 // 100)])
+
+    enough, far = segment("Enough.", "en-us+m6"), segment("Enough.", "en+m2")
+    plain = asr.transcribe(enough, expect=COMMAND_PHRASES).text  # (tiny.en: "It hurts.")
+    assert plain not in COMMAND_PHRASES and asr.rereads == 0
+    asr.use_probe(_probe(-9.0))  # never sure: the decoder's weighing alone
+    assert asr.transcribe(enough, expect=COMMAND_PHRASES).text == plain and asr.probed == 0
+    asr.use_probe(_probe(9.0))  # replaces the one for the same phrases
+    assert asr.transcribe(enough, expect=COMMAND_PHRASES[:4]).text == plain  # other phrases
+    got = asr.transcribe(enough, expect=COMMAND_PHRASES)
+    assert got.text == "Enough." and asr.probed == asr.rereads == 1
+    assert got.words and all(0.0 <= w.start <= w.end <= enough.size / RATE for w in got.words)
+    # a reading the decoder rates far above every phrase is kept ("you have.", 7.3 nats above
+    # "Enough."); a long segment is not weighed
+    far_reading = asr.transcribe(far).text
+    assert asr.transcribe(far, expect=COMMAND_PHRASES).text == far_reading
+    asr.transcribe(np.concatenate([enough, np.zeros(RATE)]), expect=COMMAND_PHRASES)
+    assert asr.probed == 1
+
+
+def test_the_committed_command_probe_tells_commands_from_back_channels_in_unheard_voices(
+    audio_dir: Path,
+) -> None:
+    """The cascade's probe (trained on the synthesizer's training voices) on voices of
+    neither split: most short commands reach its bar, no back-channel does."""
+    from venus_ros.frontends.cascade.floor import COMMAND_PROBE_PATH, TrainedFloorPolicy
+
+    assert TrainedFloorPolicy.expected_probe == COMMAND_PROBE_PATH
+    probe = PhraseProbe.load(COMMAND_PROBE_PATH)
+    assert probe.model == "tiny.en" and probe.tells(TrainedFloorPolicy.expected_over_turn)
+    asr = WhisperAsr("tiny.en")
+
+    def score(text: str, voice: str) -> float:
+        clip = speak(text, voice, 170, audio_dir)
+        clip = clip * 10 ** (-23 / 20) / np.sqrt(np.mean(np.square(clip)))
+        seg = np.concatenate([np.zeros(RATE // 10), clip, np.zeros(RATE * 15 // 100)])
+        features = asr.segment_features(seg.astype(np.float32))
+        assert features is not None
+        return probe.probability(features)
+
+    voices = ("en+m2", "en-us+m6", "en+f4", "en-us+f3")
+    commands = [score(c, v) for c in ("Stop.", "Wait.", "Hold on.", "Enough.") for v in voices]
+    others = [(o, v, score(o, v)) for o in ("Yeah.", "Okay.", "Right.", "I see.") for v in voices]
+    caught = sum(p >= probe.bar for p in commands)
+    print(f"commands at the bar: {caught} of {len(commands)}")
+    assert caught >= len(commands) // 2
+    assert [o for o in others if o[2] >= probe.bar] == []
 
 
 def test_asr_dc_offset_and_int16_input(asr: WhisperAsr, scenes: list[Scene]) -> None:

@@ -66,6 +66,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -163,6 +164,10 @@ class FloorPolicy(abc.ABC):
     #: Phrases the recogniser should weigh a short utterance over the assistant against
     #: (:attr:`~venus_ros.audio.asr.SegmentTranscriber.expect`): what this policy stops for.
     expected_over_turn: tuple[str, ...] = ()
+    #: A :class:`~venus_ros.audio.asr.PhraseProbe` of ``expected_over_turn`` (its file), used
+    #: when the recogniser is the probe's model (:meth:`~venus_ros.audio.asr.WhisperAsr.
+    #: use_probe`).
+    expected_probe: Path | None = None
 
     @abc.abstractmethod
     def decide(self, obs: FloorObservation) -> FloorAction:
@@ -660,6 +665,12 @@ class PolicyFrontend(Frontend):
             from venus_ros.audio.asr import SegmentTranscriber
 
             recogniser: WhisperAsr = _shared(("asr", asr_model), lambda: _warm_asr(asr_model))
+            if policy.expected_probe is not None:
+                from venus_ros.audio.asr import PhraseProbe
+
+                probe = PhraseProbe.load(policy.expected_probe)
+                if probe.model == recogniser.model_name:  # (another model reads without it)
+                    recogniser.use_probe(probe)
             self._transcriber = SegmentTranscriber(recogniser)
         self._perception = Perception(
             self._vad,

@@ -76,6 +76,7 @@ __all__ = [
     "ACOUSTIC_FEATURES",
     "AFTER_YIELD_SILENCE_S",
     "BACKEND_SILENCE_S",
+    "COMMAND_PROBE_PATH",
     "FEATURE_VERSION",
     "FIRM_COMMANDS",
     "INTERRUPTION_PATH",
@@ -105,6 +106,8 @@ MODEL_PATH = _HERE / "models" / "floor.onnx"
 """The committed model."""
 INTERRUPTION_PATH = _HERE / "models" / "interruption.npz"
 """The committed interruption head (:mod:`venus_ros.training.interruption`)."""
+COMMAND_PROBE_PATH = _HERE / "models" / "command_probe.npz"
+"""The committed command probe (:mod:`venus_ros.training.command_probe`)."""
 SUBSTEPS = 5
 """Observations per unit the policy asks for when it has the interruption head (200 ms)."""
 MIN_INTERRUPT_OVERLAP_S = 0.2
@@ -541,6 +544,8 @@ class TrainedFloorPolicy(FloorPolicy):
     #: recogniser weighs a short utterance over it against them (a misheard "Hold on." read as
     #: "Go on." is read as what it more likely was).
     expected_over_turn: tuple[str, ...] = COMMAND_PHRASES
+    #: ... and with a probe of how they sound (a command the decoder misheard in full).
+    expected_probe: Path | None = COMMAND_PROBE_PATH
     #: The frontend should run partial transcripts (``asr_partials``): the model was chosen
     #: with them (without, remarks to other people are told from interruptions less well).
     wants_partials: bool = True
