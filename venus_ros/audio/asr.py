@@ -132,7 +132,7 @@ bar while the decoder clearly heard more. On renderings of the probe's training 
 others are "Okay, ..." forms read as their opening and a garble, 8.6 to 11.3 below)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PhraseProbe:
     """A logistic probe on Whisper's encoder output: is a short segment one of ``phrases``?
 
@@ -472,7 +472,7 @@ class WhisperAsr:
         self.min_audio_samples = round(min_audio_s * SAMPLE_RATE)
         self.prompt = " ".join(prompt.split()) if prompt else None
         self.meter = ComputeMeter("asr")
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._encoder_frames = _FULL_FRAMES
         self.fallbacks = 0  # "fit" results re-run with the full window
         self.last_encoder_frames = 0  # mel frames the encoder last saw ("fit" only)
@@ -526,8 +526,8 @@ class WhisperAsr:
         """:func:`encoder_features` of one segment, encoded as :meth:`transcribe` encodes it
         (which it runs; None when it did not encode: a silent or too short segment)."""
         x = as_float32_mono(segment16k)
-        self.transcribe(x, words=False)
-        with self._lock:
+        with self._lock:  # (reentrant: no other thread's window comes in between)
+            self.transcribe(x, words=False)
             if self._encoded is None:
                 return None
             encoded, frames = self._encoded
