@@ -169,3 +169,42 @@ def test_kill_9_of_each_node_in_turn(probe: Probe, tmp_path: Path) -> None:
     rows = read_journal(journal)
     unsettled = [r for r in rows if r.state.value in ("QUEUED", "RUNNING", "CANCELLING")]
     assert rows and not unsettled, [(r.id[:8], r.state.value) for r in unsettled]
+
+
+def test_a_delegation_made_before_the_harness_is_up_waits_for_it(
+    probe: Probe, tmp_path: Path
+) -> None:
+    """A request delegated while no harness is reachable (it starts after the frontend, or is
+    still being discovered) is kept and sent once the harness is up, not dropped."""
+    silence = tmp_path / "silence.wav"
+    sf.write(str(silence), np.zeros(16000, np.float32), 16000, subtype="PCM_16")
+    script = _script(tmp_path / "script.yaml")
+    watch = Watch(probe)
+
+    def start(name: str, *params: str) -> NodeProcess:
+        node = start_node(name, tmp_path, *params, namespace=probe.namespace, params_file=PARAMS)
+        probe.watched.append(node)
+        return node
+
+    nodes = [
+        start("speaker", f"sink:=file:{tmp_path / 'played.wav'}"),
+        start("frontend", f"frontend:=scripted:{script}", "delegate_timeout_s:=60.0"),
+        start("mic", f"source:=file:{silence}"),
+    ]
+    waiting = lambda: watch.of(  # noqa: E731
+        "task_state", source="frontend", state="QUEUED", reason="waiting for the harness"
+    )
+    probe.wait_for(lambda: bool(waiting()), 40, "a delegation kept for the harness")
+    task_id = waiting()[0]["task_id"]
+    probe.spin_for(1.0)
+    assert not watch.of("task_state", task_id=task_id, state="FAILED")
+    nodes.append(start("harness", f"journal_path:={tmp_path / 'journal.sqlite3'}"))
+    probe.wait_for(
+        lambda: bool(watch.of("task_state", source="harness", task_id=task_id, state="DELIVERED")),
+        40,
+        "the kept delegation answered and heard",
+    )
+    for node in nodes:
+        assert node.stop() == 0, node.err()
+    sent = watch.of("task_state", source="frontend", task_id=task_id, state="QUEUED")
+    assert [p["reason"] for p in sent] == ["waiting for the harness", "sent"]

@@ -74,6 +74,10 @@ from venus_ros.nodes.runtime import run_node
 
 #: Timeline records published per batch, so one burst cannot stall the loop thread.
 _PUBLISH_BATCH = 500
+SERVER_SETTLE_S = 1.0
+"""How long the harness's action server must have been known before goals are sent to it
+(delegations made before are kept and sent then): DDS matches the two sides of a service one
+after the other, and a request sent in between is lost."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,11 @@ class FrontendNode(ManagedNode):
         )
         self.delegate = ActionClient(self, Delegate, TOPICS["delegate"], callback_group=group)
         self._heartbeat_at: float | None = None
+        self._server_seen_at: float | None = None  # when the action server was first known
+        #: Delegations made while the harness was not reachable (it starts, restarts, or is
+        #: still being discovered): ``(task id, request, session time)``, sent once it is.
+        self._unsent: list[tuple[str, DelegateRequest, float]] = []
+        self._unsent_lock = threading.Lock()
         self.create_subscription(
             Header,
             TOPICS["heartbeat"],
@@ -370,10 +379,18 @@ class FrontendNode(ManagedNode):
         self._heartbeat_at = self.clock.now()
 
     def _harness_up(self) -> bool:
-        """The action server is known and its heartbeat is recent."""
+        """The action server is known, has been for :data:`SERVER_SETTLE_S`, and its heartbeat
+        is recent. (A server just discovered may not have matched this client's requests
+        yet: a goal sent then can be lost without an answer.)"""
+        now = self.clock.now()
         beat = self._heartbeat_at
-        fresh = beat is not None and self.clock.now() - beat < self.config.harness_timeout_s
-        return fresh and self.delegate.server_is_ready()
+        fresh = beat is not None and now - beat < self.config.harness_timeout_s
+        if not self.delegate.server_is_ready():
+            self._server_seen_at = None
+            return False
+        if self._server_seen_at is None:
+            self._server_seen_at = now
+        return fresh and now - self._server_seen_at >= SERVER_SETTLE_S
 
     def _reject(self, exc: InputError) -> None:
         self.dropped_messages += 1
@@ -465,11 +482,37 @@ class FrontendNode(ManagedNode):
 
     # ------------------------------------------------------------------ delegation
     def _send_goal(self, request: DelegateRequest) -> None:
-        goal_id = uuid.uuid4()
-        task_id = goal_id.hex  # the harness names the task by the goal id too
+        """Send a delegation, or, while the harness is not reachable, keep it to send when it
+        is (:meth:`_send_unsent`): a request made while the harness starts or is still being
+        discovered is not lost."""
+        task_id = uuid.uuid4().hex  # the harness names the task by the goal id too
         if not self._harness_up():
-            self._task_state(task_id, "FAILED", "harness_unavailable", request.query)
+            self._task_state(task_id, "QUEUED", "waiting for the harness", request.query)
+            with self._unsent_lock:
+                self._unsent.append((task_id, request, self.clock.now()))
             return
+        self._dispatch(task_id, request)
+
+    def _send_unsent(self) -> None:
+        """Send the delegations kept while the harness was not reachable, now that it is; give
+        up those kept for ``delegate_timeout_s`` (``harness_unavailable``)."""
+        with self._unsent_lock:
+            if not self._unsent:
+                return
+            if self._harness_up():
+                send, failed, self._unsent = self._unsent, [], []
+            else:
+                since = self.clock.now() - self.config.delegate_timeout_s
+                send = []
+                failed = [u for u in self._unsent if u[2] < since]
+                self._unsent = [u for u in self._unsent if u[2] >= since]
+        for task_id, request, _ in send:
+            self._dispatch(task_id, request)
+        for task_id, request, _ in failed:
+            self._task_state(task_id, "FAILED", "harness_unavailable", request.query)
+
+    def _dispatch(self, task_id: str, request: DelegateRequest) -> None:
+        goal_id = uuid.UUID(hex=task_id)
         goal = Delegate.Goal(
             query=request.query,
             session_id=self.config.session_id,
@@ -555,6 +598,7 @@ class FrontendNode(ManagedNode):
 
     def _housekeeping(self) -> None:
         """Give up delegations the harness stopped reporting; flush timeline records."""
+        self._send_unsent()
         for give_up in self.delegations.expire(self._harness_up(), self._heartbeat_at):
             self._give_up(give_up)
         self._publish_timeline()
