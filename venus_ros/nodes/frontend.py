@@ -486,12 +486,13 @@ class FrontendNode(ManagedNode):
         is (:meth:`_send_unsent`): a request made while the harness starts or is still being
         discovered is not lost."""
         task_id = uuid.uuid4().hex  # the harness names the task by the goal id too
-        if not self._harness_up():
-            self._task_state(task_id, "QUEUED", "waiting for the harness", request.query)
-            with self._unsent_lock:
+        with self._unsent_lock:
+            keep = bool(self._unsent) or not self._harness_up()  # (in the order they came)
+            if keep:
+                self._task_state(task_id, "QUEUED", "waiting for the harness", request.query)
                 self._unsent.append((task_id, request, self.clock.now()))
-            return
-        self._dispatch(task_id, request)
+        if not keep:
+            self._dispatch(task_id, request)
 
     def _send_unsent(self) -> None:
         """Send the delegations kept while the harness was not reachable, now that it is; give
@@ -620,6 +621,7 @@ class FrontendNode(ManagedNode):
             "early_flushes": str(self.early_flushes),
             "early_starts": str(self.early_starts),
             "pending_delegations": json.dumps(self.delegations.pending()),
+            "delegations_waiting_for_harness": str(len(self._unsent)),
         }
 
     def _diagnose(self) -> tuple[bytes, str, dict[str, str]]:
