@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from venus_ros.audio.asr import PhraseProbe, WhisperAsr
 from venus_ros.text.commands import COMMAND_PHRASES, command_of
+from venus_ros.training.floor import _auc
 from venus_ros.training.router import fit_logistic
 
 __all__ = [
@@ -136,7 +137,7 @@ def train_command_probe(
     y = np.asarray(labels)
     names = sorted(set(groups))
     fold = np.asarray([names.index(g) % FOLDS for g in groups])
-    held = np.zeros(len(y))
+    held = np.zeros(len(y))  # (router.held_out_scores, but standardised within each fold)
     for k in range(FOLDS):
         test = fold == k
         mean, scale = x[~test].mean(0), x[~test].std(0) + 1e-6
@@ -158,10 +159,9 @@ def train_command_probe(
     )
     out.mkdir(parents=True, exist_ok=True)
     probe.save(out / PROBE_NAME)
-    fitted = 1.0 / (1.0 + np.exp(-(((x - mean) / scale) @ coef + intercept)))
     report = {
         "seed": seed,
-        "fit_auc": _auc(fitted[y], fitted[~y]),
+        "fit_auc": _auc(y, ((x - mean) / scale) @ coef + intercept),
         "samples": len(y),
         "commands": int(y.sum()),
         "voices": len(names),
@@ -179,12 +179,6 @@ def train_command_probe(
     }
     (out / "command_probe_report.md").write_text(_report(report))
     return report
-
-
-def _auc(positive: npt.NDArray[np.float64], negative: npt.NDArray[np.float64]) -> float:
-    """The share of (positive, negative) pairs the scores put in order (ties count half)."""
-    diff = positive[:, None] - negative[None, :]
-    return float(np.mean(diff > 0) + 0.5 * np.mean(diff == 0))
 
 
 def _report(r: dict[str, Any]) -> str:
