@@ -34,7 +34,7 @@ from venus_ros.eval.synth import (
     PIPER_VOICE,
     SEED_RANGES,
     USER_RMS_DBFS,
-    _Voices,
+    Voices,
     active_rms_dbfs,
     frame_rms,
     suite_tools,
@@ -374,7 +374,7 @@ def test_a_split_draws_only_its_own_part(tmp_path: Path) -> None:
 
 
 def test_every_espeak_voice_sounds_different() -> None:
-    voices = _Voices()
+    voices = Voices()
     rendered = {
         hashlib.sha256(voices.render("Good morning, how are you?", v, 170).tobytes()).hexdigest()
         for v in ALL_VOICES
@@ -383,7 +383,7 @@ def test_every_espeak_voice_sounds_different() -> None:
 
 
 def test_assistant_texts_last_6_to_10_seconds() -> None:
-    voices = _Voices()
+    voices = Voices()
     for text in ASSISTANT_TEXTS + FAMILIES["eval"].assistant_texts:
         seconds = voices.render(text, "en-us", 170).size / INPUT_RATE
         assert 6.0 <= seconds <= 10.0, (seconds, text)

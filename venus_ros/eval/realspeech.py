@@ -49,8 +49,8 @@ from venus_ros.eval.synth import (
     NOISE_DBFS,
     PEAK_LIMIT,
     USER_RMS_DBFS,
-    _at_level,
     _prepare_out,
+    at_level,
     room_noise,
     trim,
 )
@@ -270,7 +270,7 @@ def _write(
         level = USER_RMS_DBFS - float(rng.uniform(*BACKGROUND_DB_BELOW))
     else:
         level = USER_RMS_DBFS + float(rng.uniform(-3.0, 3.0))
-    speech = _at_level(clip.audio, level)
+    speech = at_level(clip.audio, level)
     first = round(u_start * INPUT_RATE)
     total = first + len(speech) + round(float(rng.uniform(3.0, 4.0)) * INPUT_RATE)
     audio = np.zeros(max(total, round(10.0 * INPUT_RATE)), np.float32)

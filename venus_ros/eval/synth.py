@@ -820,7 +820,7 @@ def _tool_request(rng: np.random.Generator, kind: int, split: str) -> _Request:
 # --- audio -----------------------------------------------------------------------------------
 
 
-class _Voices:
+class Voices:
     """Renders text with a named voice at 16 kHz; engines are built once and cached."""
 
     def __init__(self) -> None:
@@ -919,7 +919,8 @@ def active_rms_dbfs(audio: np.ndarray) -> float:
     return float(20 * np.log10(np.sqrt(np.mean(rms[mask] ** 2))))
 
 
-def _at_level(audio: np.ndarray, dbfs: float) -> np.ndarray:
+def at_level(audio: np.ndarray, dbfs: float) -> np.ndarray:
+    """``audio`` scaled so that its active speech (:func:`active_rms_dbfs`) is at ``dbfs``."""
     gain = 10 ** ((dbfs - active_rms_dbfs(audio)) / 20)
     return (audio * gain).astype(np.float32)
 
@@ -979,7 +980,7 @@ def _uniform(rng: np.random.Generator, bounds: tuple[float, float]) -> float:
 
 @dataclass(frozen=True)
 class _Context:
-    voices: _Voices
+    voices: Voices
     pool: tuple[str, ...]
     piper: bool
     timing: Timing
@@ -1009,7 +1010,7 @@ def _build_sample(
     level = USER_RMS_DBFS + _uniform(rng, (-3.0, 3.0))
 
     def speak(text: str) -> np.ndarray:
-        return _at_level(ctx.voices.render(text, voice, rate), level)
+        return at_level(ctx.voices.render(text, voice, rate), level)
 
     build = _Builder()
     meta: dict[str, Any] = {"category": category}
@@ -1027,7 +1028,7 @@ def _build_sample(
             if kind == "tv":
                 audio = _band_limit(audio)
             level = USER_RMS_DBFS - below
-            audio = _at_level(audio, level)
+            audio = at_level(audio, level)
             span = build.place(audio, u_start, None)
             extra.update(
                 background={"kind": kind, "text": line, "start": span[0], "end": span[1]},
@@ -1060,7 +1061,7 @@ def _build_sample(
             audio = ctx.voices.render(line, other, other_rate)
             if kind == "tv":
                 audio = _band_limit(audio)
-            span = build.place(_at_level(audio, level - below), start, None)
+            span = build.place(at_level(audio, level - below), start, None)
             extra.update(
                 background_voice=other,
                 background_db_below_user=round(below, 2),
@@ -1069,7 +1070,7 @@ def _build_sample(
         else:
             softer = _uniform(rng, (0.0, 3.0))  # turned away from the robot
             span = build.place(
-                _at_level(ctx.voices.render(line, voice, rate), level - softer), start, line
+                at_level(ctx.voices.render(line, voice, rate), level - softer), start, line
             )
             extra["remark_db_below_user"] = round(softer, 2)
         meta["idle"] = {"start": span[0], "end": span[1], "text": line, "kind": kind}
@@ -1293,7 +1294,7 @@ def synthesize(
 
         raise DeviceError(f"voices='piper' needs the neural voice: run `{PIPER_INSTALL_HINT}`")
     ctx = _Context(
-        voices=_Voices(),
+        voices=Voices(),
         pool=() if voices == "piper" else fam.espeak_voices,
         piper=use_piper,
         timing=COMPACT_TIMING if compact else TIMING,

@@ -86,10 +86,10 @@ def _render(
     rng: np.random.Generator, voices: Any, text: str, echo: Sequence[npt.NDArray[np.float32]]
 ) -> tuple[npt.NDArray[np.float32], str]:
     """One spoken segment as the recogniser gets it (lead-in, the phrase, tail) and its voice."""
-    from venus_ros.eval.synth import ESPEAK_VOICES, INPUT_RATE, _at_level, room_noise
+    from venus_ros.eval.synth import ESPEAK_VOICES, INPUT_RATE, at_level, room_noise
 
     voice = ESPEAK_VOICES[int(rng.integers(len(ESPEAK_VOICES)))]
-    speech = _at_level(
+    speech = at_level(
         voices.render(text, voice, int(rng.integers(140, 191))), rng.uniform(-30, -16)
     )
     lead = np.zeros(round(rng.uniform(0.03, 0.15) * INPUT_RATE), np.float32)
@@ -100,7 +100,7 @@ def _render(
     if condition == 2:
         trace = echo[int(rng.integers(len(echo)))]
         start = int(rng.integers(0, max(1, trace.size - x.size)))
-        piece = _at_level(trace[start : start + x.size], float(rng.uniform(-45, -30)))
+        piece = at_level(trace[start : start + x.size], float(rng.uniform(-45, -30)))
         x[: piece.size] += piece
     return x.astype(np.float32), voice
 
@@ -110,12 +110,12 @@ def train_command_probe(
 ) -> dict[str, Any]:
     """Render the data, fit the probe, choose its bar, and write ``out/PROBE_NAME`` and
     ``out/command_probe_report.md``; returns the report's figures."""
-    from venus_ros.eval.synth import ASSISTANT_TEXTS, BACKCHANNELS, _Voices
+    from venus_ros.eval.synth import ASSISTANT_TEXTS, BACKCHANNELS, Voices
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     asr = asr if asr is not None else WhisperAsr("tiny.en", word_timestamps=False)
-    voices = _Voices()
+    voices = Voices()
     echo = [voices.render(text, "en-us", 170) for text in ASSISTANT_TEXTS[:6]]
     positives = command_forms()
     negatives = [*BACKCHANNELS, *OTHER_SHORT]
