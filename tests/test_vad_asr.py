@@ -749,6 +749,48 @@ def test_partials_are_not_rerun_with_the_full_window_and_can_wait_for_compute(
         asr.transcribe = transcribe  # type: ignore[method-assign]
 
 
+def test_partials_and_short_finals_are_read_greedily_longer_finals_with_the_beam(
+    asr: WhisperAsr, scenes: list[Scene], audio_dir: Path
+) -> None:
+    """A partial comes every step and is replaced by the final, and a final of a word or two is
+    read no better with a beam: both are decoded greedily whatever the recogniser's beam; a
+    longer final (and a call without an override) uses the beam."""
+    widths: list[int] = []
+    model_transcribe = asr._model.transcribe
+
+    def spy(audio: np.ndarray, **kwargs: Any) -> Any:
+        widths.append(kwargs["beam_size"])
+        return model_transcribe(audio, **kwargs)
+
+    beam = asr.beam_size
+    asr._model.transcribe = spy
+    asr.beam_size = 5
+    try:
+        sc = scenes[0]
+        seg = SegmentTranscriber(asr)
+        start = sc.start + RATE // 2
+        seg.feed(sc.signal[:start], [VadEvent("start", sc.start, 0.9)])
+        assert seg.partial() is not None and widths == [1]
+        (final,) = seg.feed(sc.signal[start : sc.end], [VadEvent("end", sc.end, 2.0)])
+        assert final.kind == "final" and widths[1:] and set(widths[1:]) == {5}
+        assert wer([sc.text], [final.text]) <= 0.2, final.text
+        short = scene(speak("Wait.", "en-us", 160, audio_dir), "Wait.", RATE)
+        widths.clear()
+        (final,) = SegmentTranscriber(asr).feed(
+            short.signal, [VadEvent("start", short.start, 0.9), VadEvent("end", short.end, 0.9)]
+        )
+        assert (short.end - short.start) / RATE + LEAD_IN_S + TAIL_S <= EXPECT_MAX_S
+        assert widths == [1] and normalise(final.text) == ["wait"], final.text
+        widths.clear()
+        asr.transcribe(sc.signal[sc.start : sc.end], beam_size=2)
+        assert widths and set(widths) == {2}
+        with pytest.raises(ValueError, match="beam_size"):
+            asr.transcribe(sc.signal[sc.start : sc.end], beam_size=0)
+    finally:
+        asr.beam_size = beam
+        asr._model.transcribe = model_transcribe
+
+
 def test_asr_base_model_joined_from_two_packages(
     scenes: list[Scene], tmp_path: Path, capsys: Any
 ) -> None:

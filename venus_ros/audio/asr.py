@@ -547,6 +547,7 @@ class WhisperAsr:
         words: bool | None = None,
         retry: bool = True,
         expect: Sequence[str] = (),
+        beam_size: int | None = None,
     ) -> Transcript:
         """Recognises one segment (16 kHz mono; any length, long ones in 30 s windows).
 
@@ -575,6 +576,7 @@ class WhisperAsr:
                 and one batched, teacher-forced pass over the phrases whose first token is
                 likely enough (tiny.en, 2 cores, 10 s window: median 1 ms, p90 ~30 ms, at most
                 ~100 ms more per short final).
+            beam_size: Beam width for this call (None: :attr:`beam_size`).
 
         Raises:
             ValueError: Malformed samples.
@@ -586,17 +588,20 @@ class WhisperAsr:
             self.meter.add(0.0, audio_s)
             return Transcript("", [], self.language, 0.0, audio_s)
         x = x - np.float32(x.mean())
+        beam = self.beam_size if beam_size is None else int(beam_size)
+        if beam < 1:
+            raise ValueError(f"beam_size: must be >= 1, got {beam_size!r}")
         with self._lock:
             t0 = time.perf_counter()
             frames = self._window_frames(x.size)
             self._encoded = None
-            text, found, language = self._run(x, frames, aligned)
+            text, found, language = self._run(x, frames, aligned, beam)
             if retry and frames < _FULL_FRAMES and (not text or looks_degenerate(text, audio_s)):
                 # A short encoder window can send the decoder into a repetition loop, or make
                 # the no-speech gate drop a short utterance; the full 30 s window is Whisper's
                 # trained condition.
                 self.fallbacks += 1
-                text, found, language = self._run(x, _FULL_FRAMES, aligned)
+                text, found, language = self._run(x, _FULL_FRAMES, aligned, beam)
             if expect and audio_s <= EXPECT_MAX_S and 0 < len(text.split()) <= EXPECT_MAX_WORDS:
                 text, found = self._weigh(x, text, found, expect, aligned)
             compute = time.perf_counter() - t0
@@ -672,7 +677,7 @@ class WhisperAsr:
         return self._tokenizer
 
     def _run(
-        self, x: npt.NDArray[np.float32], frames: int, aligned: bool
+        self, x: npt.NDArray[np.float32], frames: int, aligned: bool, beam: int
     ) -> tuple[str, list[Word], str]:
         audio_s = x.size / SAMPLE_RATE
         self._encoder_frames = frames
@@ -680,7 +685,7 @@ class WhisperAsr:
             x,
             language=self.language,
             task="transcribe",
-            beam_size=self.beam_size,
+            beam_size=beam,
             best_of=1,
             temperature=0.0,
             condition_on_previous_text=False,
@@ -815,6 +820,10 @@ class SegmentTranscriber:
       piece) and returns a ``"partial"``. It is rate-limited by audio: a new partial is computed
       only once ``partial_interval_s`` of new audio has arrived since the previous one (and at
       least ``min_partial_s`` is open); otherwise the previous partial is returned unchanged.
+      Partials are decoded greedily whatever the recogniser's ``beam_size``, and so are finals
+      of at most :data:`EXPECT_MAX_S` (lead-in and tail included): a beam reads longer speech
+      better, but not a word or two ("Wait." read "Lit." where greedy decoding heard it), and
+      the weighing of short readings against expected phrases was measured on greedy readings.
       Each computed partial costs one Whisper run on up to ``max_segment_s`` of audio, and that
       compute is charged to the recogniser's meter. A partial that looks like a decoder loop
       (:func:`looks_degenerate`) is not re-run with Whisper's full window, as a final would be
@@ -864,6 +873,7 @@ class SegmentTranscriber:
         self.preroll_samples = round(preroll_s * SAMPLE_RATE)
         self.lead_in_samples = round(lead_in_s * SAMPLE_RATE)
         self.tail_samples = round(tail_s * SAMPLE_RATE)
+        self.greedy_max_samples = round(EXPECT_MAX_S * SAMPLE_RATE)
         self.speculations = 0  # speculative recognitions run
         self.speculation_hits = 0  # finals served from one
         self.degenerate_partials = 0  # partials that looked like a decoder loop (not used)
@@ -905,13 +915,15 @@ class SegmentTranscriber:
         return self._buf[lo : max(end - self._buf_start, lo)]
 
     def _transcribe(self, start: int, end: int, kind: str) -> Transcript:
-        # a partial is read for its words, not their times: no alignment
+        # a partial is read for its words, not their times (no alignment), and greedily (it
+        # comes every step and the final replaces it), as is a short final (see the class doc)
         partial = kind == "partial"
         got = self.asr.transcribe(
             self._audio(start, end),
             words=False if partial else None,
             retry=not partial,
             expect=self.expect if kind == "final" else (),
+            beam_size=1 if partial or end - start <= self.greedy_max_samples else None,
         )
         self.compute_s += got.compute_s
         offset = start / SAMPLE_RATE

@@ -126,6 +126,11 @@ speaks again: speech that resumes within about half a second of being cut off is
 the same turn going on, not as a stop and a reply (Full-Duplex-Bench's timing merges a
 model's speech across gaps up to 0.5 s for the same reason). A short "Hold on." ends
 about when the assistant stops, so its reply would otherwise follow the cut at once."""
+FINAL_BEAM_SIZE = 5
+"""Beam width of the user's final transcripts (partials stay greedy). Measured on 120 training
+interruptions cut from their recordings (tiny.en, int8, 2 cores): word error rate 0.154 greedy,
+0.130 with 3, 0.126 with 5, for 71 -> 86 ms median per utterance (Whisper base greedy: 0.131 at
+133 ms)."""
 
 _BACKEND = re.compile(r"<backend>(.*?)</backend>", re.DOTALL)
 _EPS = 1e-9
@@ -1198,7 +1203,7 @@ def _warm_asr(model: str) -> WhisperAsr:
     """A recogniser that has run once (the first run is about twice as slow as later ones)."""
     from venus_ros.audio.asr import WhisperAsr
 
-    asr = WhisperAsr(model)
+    asr = WhisperAsr(model, beam_size=FINAL_BEAM_SIZE)
     t = np.arange(SAMPLE_RATE // 2) / SAMPLE_RATE
     asr.transcribe((0.1 * np.sin(2 * np.pi * 220 * t)).astype(np.float32))
     return asr
