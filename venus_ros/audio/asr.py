@@ -629,13 +629,12 @@ class WhisperAsr:
         )
         tokenizer = self._phrase_tokenizer()
         model = self._model.model
-        phrases = [(p, tokenizer.encode(" " + p.strip())) for p in expect]
+        phrases = [(p, i) for p in expect if (i := tokenizer.encode(" " + p.strip()))]
         if not sure:
             # A phrase is at most as likely as its first token: one decoder step over the
             # window leaves the phrases that can reach the floor (none, for most back-channels).
             first = _first_token_logprobs(model, tokenizer, encoded)
-            phrases = [(p, i) for p, i in phrases if i and first[i[0]] >= EXPECT_FLOOR]
-        phrases = [(p, i) for p, i in phrases if i]
+            phrases = [(p, i) for p, i in phrases if first[i[0]] >= EXPECT_FLOOR]
         if not phrases:
             return text, found
         texts = [text, *(p for p, _ in phrases)]

@@ -674,7 +674,8 @@ class PolicyFrontend(Frontend):
             if policy.expected_probe is not None:
                 from venus_ros.audio.asr import PhraseProbe
 
-                probe = PhraseProbe.load(policy.expected_probe)
+                path = policy.expected_probe
+                probe: PhraseProbe = _shared(("probe", str(path)), lambda: PhraseProbe.load(path))
                 if probe.model == recogniser.model_name:  # (another model reads without it)
                     recogniser.use_probe(probe)
             self._transcriber = SegmentTranscriber(recogniser)

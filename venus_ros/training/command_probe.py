@@ -140,14 +140,12 @@ def train_command_probe(
     held = np.zeros(len(y))  # (router.held_out_scores, but standardised within each fold)
     for k in range(FOLDS):
         test = fold == k
-        mean, scale = x[~test].mean(0), x[~test].std(0) + 1e-6
-        coef, intercept = fit_logistic((x[~test] - mean) / scale, y[~test], L2)
+        mean, scale, coef, intercept = _fit(x[~test], y[~test])
         held[test] = 1.0 / (1.0 + np.exp(-(((x[test] - mean) / scale) @ coef + intercept)))
     grid = np.round(np.arange(0.50, 0.995, 0.01), 2)
     # (none: a probe that never replaces a reading)
     bar = float(next((b for b in grid if np.mean(held[~y] >= b) <= MAX_FIRE), 1.0))
-    mean, scale = x.mean(0), x.std(0) + 1e-6
-    coef, intercept = fit_logistic((x - mean) / scale, y, L2)
+    mean, scale, coef, intercept = _fit(x, y)
     probe = PhraseProbe(
         asr.model_name,
         tuple(COMMAND_PHRASES),
@@ -179,6 +177,16 @@ def train_command_probe(
     }
     (out / "command_probe_report.md").write_text(_report(report))
     return report
+
+
+def _fit(
+    x: npt.NDArray[np.float64], y: npt.NDArray[np.bool_]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64], float]:
+    """``(mean, scale, coef, intercept)``: :func:`~venus_ros.training.router.fit_logistic` on
+    ``x`` standardised by its own mean and spread."""
+    mean, scale = x.mean(0), x.std(0) + 1e-6
+    coef, intercept = fit_logistic((x - mean) / scale, y, L2)
+    return mean, scale, coef, intercept
 
 
 def _report(r: dict[str, Any]) -> str:
