@@ -481,6 +481,26 @@ def test_short_words_the_trimmed_window_calls_silence_are_heard_with_the_full_wi
     assert asr.fallbacks > before  # the full window was needed (15 of these 40 in tiny.en)
 
 
+#: Voices of the weighing tests (short phrases in pink noise: :func:`in_noise`).
+NOISE_VOICES = ("en-us+m3", "en-gb+f3", "en+m1", "en-029")
+#: Back-channels a command must not be read into.
+BACK_CHANNELS = ("Go on.", "Yeah.", "Okay.", "Got it.", "Sure.", "Uh-huh.")
+
+
+def in_noise(
+    text: str, voice: str, snr_db: float, rng: np.random.Generator, folder: Path
+) -> np.ndarray:
+    """``text`` spoken at -23 dBFS RMS with 0.1 s before it and 0.15 s after, in pink noise
+    ``snr_db`` below it."""
+    clip = speak(text, voice, 175, folder)
+    clip = clip * 10 ** (-23 / 20) / np.sqrt(np.mean(np.square(clip)))  # -23 dBFS RMS
+    seg = np.concatenate([np.zeros(RATE // 10), clip, np.zeros(RATE * 15 // 100)])
+    spectrum = np.fft.rfft(rng.normal(size=seg.size))
+    pink = np.fft.irfft(spectrum / np.sqrt(np.maximum(np.arange(spectrum.size), 1)), seg.size)
+    pink *= 10 ** ((-23 - snr_db) / 20) / np.sqrt(np.mean(np.square(pink)))
+    return (seg + pink).astype(np.float32)
+
+
 def test_a_short_reading_is_weighed_against_the_phrases_expected(
     asr: WhisperAsr, audio_dir: Path
 ) -> None:
@@ -489,19 +509,13 @@ def test_a_short_reading_is_weighed_against_the_phrases_expected(
     another command, and a back-channel stays what it is, however near ("Go on.")."""
     rng = np.random.default_rng(7)
 
-    def in_noise(text: str, voice: str, snr_db: float) -> np.ndarray:
-        clip = speak(text, voice, 175, audio_dir)
-        clip = clip * 10 ** (-23 / 20) / np.sqrt(np.mean(np.square(clip)))  # -23 dBFS RMS
-        seg = np.concatenate([np.zeros(RATE // 10), clip, np.zeros(RATE * 15 // 100)])
-        spectrum = np.fft.rfft(rng.normal(size=seg.size))
-        pink = np.fft.irfft(spectrum / np.sqrt(np.maximum(np.arange(spectrum.size), 1)), seg.size)
-        pink *= 10 ** ((-23 - snr_db) / 20) / np.sqrt(np.mean(np.square(pink)))
-        return (seg + pink).astype(np.float32)
+    def in_noise_(text: str, voice: str, snr_db: float) -> np.ndarray:
+        return in_noise(text, voice, snr_db, rng, audio_dir)
 
-    voices = ("en-us+m3", "en-gb+f3", "en+m1", "en-029")
+    voices = NOISE_VOICES
     corrected, before = 0, asr.rereads
     for voice, command in itertools.product(voices, ("Hang on.", "Hold on.")):
-        seg = in_noise(command, voice, 5.0)
+        seg = in_noise_(command, voice, 5.0)
         plain = asr.transcribe(seg)
         assert asr.transcribe(seg, expect=()).text == plain.text
         got = asr.transcribe(seg, expect=COMMAND_PHRASES)
@@ -514,14 +528,12 @@ def test_a_short_reading_is_weighed_against_the_phrases_expected(
     assert corrected >= 3 and asr.rereads == before + corrected
     kept = [
         (voice, said, snr, asr.transcribe(seg, expect=COMMAND_PHRASES).text)
-        for voice, said, snr in itertools.product(
-            voices, ("Go on.", "Yeah.", "Okay.", "Got it.", "Sure.", "Uh-huh."), (20.0, 5.0)
-        )
-        for seg in [in_noise(said, voice, snr)]
+        for voice, said, snr in itertools.product(voices, BACK_CHANNELS, (20.0, 5.0))
+        for seg in [in_noise_(said, voice, snr)]
     ]
     assert asr.rereads == before + corrected, [k for k in kept if k[3] in COMMAND_PHRASES]
     # a longer segment is not weighed at all
-    long = np.concatenate([in_noise("Hang on.", "en-gb+f3", 5.0), np.zeros(RATE)])
+    long = np.concatenate([in_noise_("Hang on.", "en-gb+f3", 5.0), np.zeros(RATE)])
     assert long.size / RATE > EXPECT_MAX_S
     asr.transcribe(long, expect=COMMAND_PHRASES)
     assert asr.rereads == before + corrected
@@ -584,6 +596,62 @@ def test_a_probe_that_is_sure_replaces_a_short_reading_by_the_likeliest_phrase(
     assert asr.transcribe(far, expect=COMMAND_PHRASES).text == far_reading
     asr.transcribe(np.concatenate([enough, np.zeros(RATE)]), expect=COMMAND_PHRASES)
     assert asr.probed == 1
+
+
+def test_a_partial_is_weighed_against_the_phrases_expected_by_the_decoder_alone(
+    audio_dir: Path,
+) -> None:
+    """Talked over, the opening of a cut-in is weighed against the commands of two words or
+    more as it is heard (a partial, before the user has finished): "and on." for "Hang on." in
+    noise is read "Hang on." then. The decoder weighs a partial alone: a probe of the phrases,
+    sure of every segment here, neither replaces a partial (an "Enough." the decoder reads as
+    other words) nor turns a back-channel into a command, while the final of the same
+    "Enough." is read with it; and a one-word command misread in noise is left to the final
+    (one syllable so far is as near a name: "Sam" read "Stop.")."""
+    asr = WhisperAsr("tiny.en")
+    asr.use_probe(_probe(9.0))  # sure of every segment
+    rng = np.random.default_rng(7)
+
+    def partial(seg: np.ndarray, expect: tuple[str, ...]) -> str:
+        reader = SegmentTranscriber(asr, min_partial_s=0.25)
+        reader.expect = expect
+        reader.feed(seg, [VadEvent("start", RATE // 10, 0.9)])
+        got = reader.partial()
+        assert got is not None and got.kind == "partial"
+        return got.text
+
+    corrected = 0
+    for voice, command in itertools.product(NOISE_VOICES, ("Hang on.", "Hold on.")):
+        seg = in_noise(command, voice, 5.0, rng, audio_dir)
+        plain, got = partial(seg, ()), partial(seg, COMMAND_PHRASES)
+        if got != plain:
+            assert got == command, (voice, plain, got)
+            corrected += 1
+    print(f"cut-in openings in noise read as said while heard: {corrected} of 8")
+    assert corrected >= 3 and asr.probed == 0
+    kept = [
+        (voice, said, got)
+        for voice, said in itertools.product(NOISE_VOICES, BACK_CHANNELS)
+        for got in [partial(in_noise(said, voice, 5.0, rng, audio_dir), COMMAND_PHRASES)]
+    ]
+    assert [k for k in kept if k[2] in COMMAND_PHRASES] == [] and asr.probed == 0
+    clip = speak("Enough.", "en-us+m6", 175, audio_dir)  # (tiny.en: "It hurts.")
+    enough = np.concatenate([np.zeros(RATE // 10), clip, np.zeros(RATE * 15 // 100)])
+    assert partial(enough, COMMAND_PHRASES) == partial(enough, ()) != "Enough."
+    reader = SegmentTranscriber(asr)
+    reader.expect = COMMAND_PHRASES
+    end = enough.size - round(TAIL_S * RATE)  # the final reads the segment above
+    (final,) = reader.feed(enough, [VadEvent("start", RATE // 10, 0.9), VadEvent("end", end, 0.9)])
+    assert final.text == "Enough." and asr.probed == 1
+    plain_asr = WhisperAsr("tiny.en")  # the decoder's weighing alone, as a final
+    misread = [
+        seg
+        for voice, command in itertools.product(NOISE_VOICES, ("Stop.", "Quiet."))
+        for seg in [in_noise(command, voice, 5.0, rng, audio_dir)]
+        if plain_asr.transcribe(seg, expect=COMMAND_PHRASES).text != plain_asr.transcribe(seg).text
+    ]
+    print(f"one-word commands in noise the decoder's weighing reads again: {len(misread)} of 8")
+    assert misread and all(partial(seg, COMMAND_PHRASES) == partial(seg, ()) for seg in misread)
 
 
 def test_the_committed_command_probe_tells_commands_from_back_channels_in_unheard_voices(

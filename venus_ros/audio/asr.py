@@ -547,6 +547,7 @@ class WhisperAsr:
         words: bool | None = None,
         retry: bool = True,
         expect: Sequence[str] = (),
+        probe: bool = True,
         beam_size: int | None = None,
     ) -> Transcript:
         """Recognises one segment (16 kHz mono; any length, long ones in 30 s windows).
@@ -576,6 +577,9 @@ class WhisperAsr:
                 and one batched, teacher-forced pass over the phrases whose first token is
                 likely enough (tiny.en, 2 cores, 10 s window: median 1 ms, p90 ~30 ms, at most
                 ~100 ms more per short final).
+            probe: Let a probe of the expected phrases (:meth:`use_probe`) replace a reading
+                (False: the decoder's weighing alone; :class:`SegmentTranscriber` reads its
+                partials so).
             beam_size: Beam width for this call (None: :attr:`beam_size`).
 
         Raises:
@@ -603,7 +607,7 @@ class WhisperAsr:
                 self.fallbacks += 1
                 text, found, language = self._run(x, _FULL_FRAMES, aligned, beam)
             if expect and audio_s <= EXPECT_MAX_S and 0 < len(text.split()) <= EXPECT_MAX_WORDS:
-                text, found = self._weigh(x, text, found, expect, aligned)
+                text, found = self._weigh(x, text, found, expect, aligned, probe)
             compute = time.perf_counter() - t0
         self.meter.add(compute, audio_s)
         return Transcript(text, found, language or self.language, compute, audio_s)
@@ -615,6 +619,7 @@ class WhisperAsr:
         found: list[Word],
         expect: Sequence[str],
         aligned: bool,
+        use_probe: bool = True,
     ) -> tuple[str, list[Word]]:
         """``(text, words)``: the reading, or the expected phrase that replaces it (see
         :meth:`transcribe`)."""
@@ -623,7 +628,8 @@ class WhisperAsr:
             return text, found
         encoded, frames = self._encoded
         content = min(_mel_frames(x.size), frames)
-        probe = next((p for p in self._probes if p.tells(expect)), None)
+        probes = self._probes if use_probe else []
+        probe = next((p for p in probes if p.tells(expect)), None)
         sure = probe is not None and (
             probe.probability(encoder_features(encoded, content)) >= probe.bar
         )
@@ -841,7 +847,13 @@ class SegmentTranscriber:
       (:attr:`speculations` vs :attr:`speculation_hits`).
     * Word times in its transcripts are seconds on the stream's timeline.
     * :attr:`expect`: phrases a final is weighed against (``WhisperAsr.transcribe``'s
-      ``expect``), set by the caller while it has reason to expect them (empty: none).
+      ``expect``), set by the caller while it has reason to expect them (empty: none). A
+      partial is weighed against those of two words or more, by the decoder alone: the first
+      half second of a cut-in is where the decoder garbles its opening command ("Hanyo." for
+      "Hang on, ..."), but one syllable heard so far is as near a name or the first word of a
+      remark as a one-word command ("Sam, ..." read "Stop.", "We ..." read "Wait."), and a
+      probe that pools the frames of a prefix is surer of a command than it should be
+      ("Where did I ..." read "Wait.").
 
     Thread-safe: one lock around feed/partial/flush/reset (the recogniser serialises itself).
     """
@@ -876,7 +888,7 @@ class SegmentTranscriber:
         self.speculations = 0  # speculative recognitions run
         self.speculation_hits = 0  # finals served from one
         self.degenerate_partials = 0  # partials that looked like a decoder loop (not used)
-        #: Phrases finals are weighed against (see the class docstring).
+        #: Phrases finals and partials are weighed against (see the class docstring).
         self.expect: tuple[str, ...] = ()
         #: Seconds of recognition run so far (never reset: the caller takes differences).
         self.compute_s = 0.0
@@ -915,13 +927,20 @@ class SegmentTranscriber:
 
     def _transcribe(self, start: int, end: int, kind: str) -> Transcript:
         # a partial is read for its words, not their times (no alignment), and greedily (it
-        # comes every step and the final replaces it), as is a short final (see the class doc)
+        # comes every step and the final replaces it), as is a short final; it is weighed
+        # against the expected phrases of two words or more, without their probe (see the
+        # class doc)
         partial = kind == "partial"
+        if partial:
+            expect = tuple(p for p in self.expect if len(p.split()) > 1)
+        else:
+            expect = self.expect if kind == "final" else ()
         got = self.asr.transcribe(
             self._audio(start, end),
             words=False if partial else None,
             retry=not partial,
-            expect=self.expect if kind == "final" else (),
+            expect=expect,
+            probe=not partial,
             beam_size=1 if partial or end - start <= self.greedy_max_samples else None,
         )
         self.compute_s += got.compute_s
