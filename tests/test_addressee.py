@@ -110,6 +110,11 @@ def fixed_head(score: float) -> TextHead:
         ("Music, the jazz music, louder please.", None),
         ("Towels, clean towels, from the cupboard.", None),
         ("Tom, the keys are on the table, Tom.", "tom"),
+        # a request verb the speaker stopped on before a filler is a false start, not a name
+        ("Grab, um, pick up the phone for me.", None),
+        ("Grab, home, pick up the water bottle for me.", None),  # the filler misheard
+        ("Sam, um, can you grab the mail?", "sam"),
+        ("Come, close the door, please.", "come"),  # no hesitation: a misheard name
     ],
 )
 def test_vocative_finds_who_is_called(text: str, who: str | None) -> None:

@@ -248,7 +248,8 @@ def vocative(text: str, assistant: str = "venus") -> str | None:
 
     A vocative is a name-like word set off from the rest of the sentence by a comma:
     "Sam, ...", "Hey Sam, ...", "Okay, Sam, ...", "... please, Sam." or "Thanks, Sam!" (not
-    "... mountain? Africa?"). The assistant's name
+    "... mountain? Africa?", nor the false start of a request: "Grab, um, pick up ...",
+    :func:`_hesitated`; "Music, the jazz music, ...", :func:`_restarted`). The assistant's name
     counts wherever it is set off like that (also "hey Venus" without a comma), and so do
     "robot", "assistant" and "computer" set off by a comma (the assistant's name is returned).
 
@@ -279,18 +280,20 @@ def vocative(text: str, assistant: str = "venus") -> str | None:
     # A vocative is set off by a comma: "Sam, ..." / "..., Sam." ("...? Africa?" is not one);
     # at the very start also by a full stop or "!", not "..." (a recogniser writes "Sophie.
     # Could you ..." for "Sophie, could you ..."; "I'm... let me think." is a hesitation).
-    # (clause, set off by a comma, the clause after it)
-    following = [c for c, _, _ in clauses[1:]] + [""]
+    # (clause, set off by a comma, the clauses after it)
     candidates = [
-        (c, "," in after or (k == 0 and after.strip() in (".", "!")), following[k])
+        (c, "," in after or (k == 0 and after.strip() in (".", "!")), [c for c, _, _ in rest])
         for k, (c, _, after) in enumerate(clauses[:2])
+        for rest in [clauses[k + 1 :]]
     ]
-    candidates.append((clauses[-1][0], "," in clauses[-1][1], ""))
-    for clause, comma, following in candidates:
+    candidates.append((clauses[-1][0], "," in clauses[-1][1], []))
+    for clause, comma, rest in candidates:
         tokens = _TOKEN.findall(clause)
         if tokens and tokens[0].lower() in ("hey", "oi", "hi", "hello", "thanks", "cheers", "ok"):
             tokens = tokens[1:]
-        if not comma or len(tokens) != 1 or _restarted(tokens, following):
+        if not comma or len(tokens) != 1:
+            continue
+        if _restarted(tokens, rest[0] if rest else "") or _hesitated(tokens[0], rest):
             continue
         if tokens[0].lower() in _SELF_TERMS:
             return assistant  # "Hi there, robot!"
@@ -372,6 +375,13 @@ def _restarted(tokens: Sequence[str], following: str) -> bool:
     if len(last) < 3 or last in _DISCOURSE or last in _OPENERS:
         return False
     return last in (t.lower().strip("'-") for t in _TOKEN.findall(following))
+
+
+def _hesitated(word: str, after: Sequence[str]) -> bool:
+    """Whether ``word``, set off by a comma, is a request verb the speaker stopped on: a
+    clause of one word follows it (a filler, as the recogniser wrote it) and then more ("Grab,
+    um, pick up the phone.", "Grab, home, pick up ..."): a false start, not a name."""
+    return word.lower() in _REQUEST_VERBS and len(after) >= 2 and len(_TOKEN.findall(after[0])) == 1
 
 
 def _says_something(token: str) -> bool:
