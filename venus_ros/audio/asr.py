@@ -607,7 +607,7 @@ class WhisperAsr:
                 self.fallbacks += 1
                 text, found, language = self._run(x, _FULL_FRAMES, aligned, beam)
             if expect and audio_s <= EXPECT_MAX_S and 0 < len(text.split()) <= EXPECT_MAX_WORDS:
-                text, found = self._weigh(x, text, found, expect, aligned, probe)
+                text, found = self._weigh(x, text, found, expect, aligned, with_probe=probe)
             compute = time.perf_counter() - t0
         self.meter.add(compute, audio_s)
         return Transcript(text, found, language or self.language, compute, audio_s)
@@ -619,7 +619,8 @@ class WhisperAsr:
         found: list[Word],
         expect: Sequence[str],
         aligned: bool,
-        use_probe: bool = True,
+        *,
+        with_probe: bool = True,
     ) -> tuple[str, list[Word]]:
         """``(text, words)``: the reading, or the expected phrase that replaces it (see
         :meth:`transcribe`)."""
@@ -628,7 +629,7 @@ class WhisperAsr:
             return text, found
         encoded, frames = self._encoded
         content = min(_mel_frames(x.size), frames)
-        probes = self._probes if use_probe else []
+        probes = self._probes if with_probe else []
         probe = next((p for p in probes if p.tells(expect)), None)
         sure = probe is not None and (
             probe.probability(encoder_features(encoded, content)) >= probe.bar

@@ -543,7 +543,8 @@ class TrainedFloorPolicy(FloorPolicy):
     #: A short command over the assistant is an interruption (:meth:`interrupts`): the
     #: recogniser weighs a short utterance over it against them (a misheard "Hold on." read as
     #: "Go on." is read as what it more likely was), and the opening of a longer one as it
-    #: is heard (its partials: "Hanyo." for the "Hang on" of "Hang on, that's not ...").
+    #: is heard against those of two words or more (its partials: "Hanyo." for the "Hang on"
+    #: of "Hang on, that's not ...").
     expected_over_turn: tuple[str, ...] = COMMAND_PHRASES
     #: ... and with a probe of how they sound (a command the decoder misheard in full).
     expected_probe: Path | None = COMMAND_PROBE_PATH
