@@ -281,10 +281,10 @@ def vocative(text: str, assistant: str = "venus") -> str | None:
     # at the very start also by a full stop or "!", not "..." (a recogniser writes "Sophie.
     # Could you ..." for "Sophie, could you ..."; "I'm... let me think." is a hesitation).
     # (clause, set off by a comma, the clauses after it)
+    texts = [c for c, _, _ in clauses]
     candidates = [
-        (c, "," in after or (k == 0 and after.strip() in (".", "!")), [c for c, _, _ in rest])
+        (c, "," in after or (k == 0 and after.strip() in (".", "!")), texts[k + 1 :])
         for k, (c, _, after) in enumerate(clauses[:2])
-        for rest in [clauses[k + 1 :]]
     ]
     candidates.append((clauses[-1][0], "," in clauses[-1][1], []))
     for clause, comma, rest in candidates:
@@ -377,11 +377,12 @@ def _restarted(tokens: Sequence[str], following: str) -> bool:
     return last in (t.lower().strip("'-") for t in _TOKEN.findall(following))
 
 
-def _hesitated(word: str, after: Sequence[str]) -> bool:
-    """Whether ``word``, set off by a comma, is a request verb the speaker stopped on: a
-    clause of one word follows it (a filler, as the recogniser wrote it) and then more ("Grab,
-    um, pick up the phone.", "Grab, home, pick up ..."): a false start, not a name."""
-    return word.lower() in _REQUEST_VERBS and len(after) >= 2 and len(_TOKEN.findall(after[0])) == 1
+def _hesitated(word: str, rest: Sequence[str]) -> bool:
+    """Whether ``word``, set off by a comma, is a request verb the speaker stopped on: of the
+    clauses after it (``rest``), the first is one word (a filler, as the recogniser wrote it)
+    and more follow ("Grab, um, pick up the phone.", "Grab, home, pick up ..."): a false
+    start, not a name."""
+    return word.lower() in _REQUEST_VERBS and len(rest) >= 2 and len(_TOKEN.findall(rest[0])) == 1
 
 
 def _says_something(token: str) -> bool:
