@@ -8,6 +8,7 @@ activated before spinning; without it, it waits for a lifecycle manager.
 
 from __future__ import annotations
 
+import faulthandler
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -19,6 +20,10 @@ from rclpy.node import Node
 from venus_ros.core.errors import DeviceError
 from venus_ros.nodes.managed import ManagedNode
 from venus_ros.nodes.params import ConfigError, set_process_arguments
+
+CLEANUP_REPORT_S = 3.0
+"""Seconds a node process may take to close its nodes before it reports every thread's stack
+(below ``venus-ros run``'s grace period of 5 s, after which it is killed)."""
 
 
 def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None) -> int:
@@ -74,10 +79,16 @@ def run_nodes(factories: Sequence[Callable[[], Node]], argv: Sequence[str] | Non
         # Cleanup is bounded; a second Ctrl-C (or a launcher forwarding the first) must not
         # interrupt it half-way and turn a clean stop into a traceback.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        for node in reversed(nodes):
-            close = getattr(node, "close", None)
-            if close is not None:
-                close()
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.try_shutdown()
+        # A cleanup that outlasts CLEANUP_REPORT_S writes every thread's stack to stderr, so a
+        # process killed after its launcher's grace period leaves where it was stuck.
+        faulthandler.dump_traceback_later(CLEANUP_REPORT_S)
+        try:
+            for node in reversed(nodes):
+                close = getattr(node, "close", None)
+                if close is not None:
+                    close()
+                node.destroy_node()
+            if rclpy.ok():
+                rclpy.try_shutdown()
+        finally:
+            faulthandler.cancel_dump_traceback_later()
