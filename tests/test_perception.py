@@ -177,6 +177,42 @@ def test_finals_over_the_assistant_are_weighed_against_the_phrases_the_policy_ex
     assert finals == [("Stop.",), ()]
 
 
+def test_the_assistants_own_voice_heard_back_is_not_taken_for_the_users_words(
+    interruption: np.ndarray, tmp_path: Path
+) -> None:
+    """With no echo canceller the microphone hears the speaker: the recogniser writes the
+    assistant's sentence. Against what played while it was heard it is the assistant's own
+    voice, in the partials (a garbled word or two at the end of one may stay: the word being
+    heard) and the final: no words, and no turn of the user's to answer. The user's cut-in
+    after it keeps its words; the same sentence heard when nothing like it was playing is the
+    user's (someone repeating it)."""
+    echo = espeak_16k(STORY.split(". ")[0] + ".", tmp_path / "echo.wav", "en-us") * 0.5
+    length = echo.size / RATE
+    audio = place(12.0, (0.5, echo), (length + 2.0, interruption))
+
+    def hear(said_at_s: float) -> tuple[SessionState, list[str]]:
+        perception = Perception(
+            SileroVad(), transcriber=SegmentTranscriber(WhisperAsr()), asr_partials=True
+        )
+        state = SessionState(action=None)
+        perception.bind(state)
+        state.said.append([said_at_s * RATE, (said_at_s + length) * RATE, STORY])
+        partials = []
+        for unit in range(12):
+            acc = UnitAccount()
+            perception.take_in(audio[unit * RATE : (unit + 1) * RATE], acc)
+            if unit < length:
+                partials.append(perception.observe(unit, 0, 1, acc).transcript)
+        return state, partials
+
+    state, partials = hear(0.5)
+    assert all(len(p.split()) <= 2 for p in partials), partials
+    assert len(state.user_texts) == 1 and "time" in state.user_texts[0].lower(), state.user_texts
+    state, partials = hear(9.0)  # played later than it was heard: not its echo
+    assert "robot" in state.user_texts[0].lower(), state.user_texts
+    assert max(len(p.split()) for p in partials) >= 5, partials
+
+
 def test_a_long_cut_in_is_read_every_sub_step_then_more_sparsely_then_at_boundaries(
     tmp_path: Path,
 ) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from venus_ros.harness.planner import planner_router
 from venus_ros.harness.tools import ToolRegistry, builtin_tools, route
+from venus_ros.text.echo import strip_echo
 from venus_ros.text.numbers import (
     duration_s,
     numbers,
@@ -192,3 +193,48 @@ def test_opens_with_correction_reads_the_markers_segments_cuts_at(
     clause: str, correcting: bool
 ) -> None:
     assert opens_with_correction(clause) is correcting
+
+
+PLAYED = (
+    "If you want to save energy at home, start with the heating: lowering the thermostat by "
+    "one degree usually cuts the bill."
+)
+
+
+@pytest.mark.parametrize(
+    ("heard", "users"),
+    [
+        # the assistant's sentence as a recogniser wrote its echo, garbled: nothing of the user's
+        ("If you want to say man or get home, start with the...", ""),
+        ("lowering the thermostat by 1 degree", ""),  # numbers as digits
+        # the user's own words before, after and around an echo stay, with their punctuation
+        ("If you want to say man or get home, start with the... Stop!", "Stop!"),
+        ("Hold on. If you want to save energy", "Hold on."),
+        # an opening garbled in place of the played words before the first aligned ones is
+        # the echo's start (no more words than those played words, and one more)
+        ("Okay, so you want to save energy", ""),
+        ("Yes, start with the heating.", ""),
+        # a garbled word or two running on from the echo is the word being heard, even one
+        # that reads as a command; the user's command set off from it stays
+        ("If you want to save energy at home, start with a minute", ""),
+        ("If you want to save energy at home, start with the heating. Wait!", "Wait!"),
+        # nothing of it was played, or too little of it to be more than chance
+        ("Wait, stop.", "Wait, stop."),
+        ("Stop talking about the heating.", "Stop talking about the heating."),
+        ("Hold on, the thermostat?", "Hold on, the thermostat?"),
+        # a long line shares a few words with a long answer by chance
+        (
+            "Coming up next, you want the top ten songs of the summer at home, right here.",
+            "Coming up next, you want the top ten songs of the summer at home, right here.",
+        ),
+        ("", ""),
+    ],
+)
+def test_strip_echo_takes_out_the_assistants_own_words(heard: str, users: str) -> None:
+    assert strip_echo(heard, PLAYED) == users
+
+
+def test_strip_echo_strips_nothing_without_played_words() -> None:
+    heard = "If you want to save energy at home, start with the heating."
+    assert strip_echo(heard, "") == heard
+    assert strip_echo(heard, "The train leaves at ten past eight.") == heard

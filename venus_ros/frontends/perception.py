@@ -10,7 +10,11 @@ the assistant's audio was playing, user speech and overlap) and summarises the u
 It holds the stream models (each frontend borrows its own VAD and echo canceller) and works on
 the frontend's one per-session state object (:class:`~venus_ros.frontends.cascade.state.
 SessionState`: positions, frame counters, the user's turn, the assistant's playback schedule),
-which :meth:`Perception.bind` attaches after every ``prepare``. The same pieces in the same
+which :meth:`Perception.bind` attaches after every ``prepare``. Transcripts lose the
+stretches that are the assistant's own words heard back (:func:`~venus_ros.text.echo.
+strip_echo` against what played while their audio was heard: an echo canceller converging, or
+none where the microphone hears the speaker), so the recogniser's reading of the assistant's
+voice is not taken for the user's words. The same pieces in the same
 order always give the same observations: a frontend that hears a unit as its audio arrives and
 one that takes the unit whole at its boundary cut it at the same sub-step points.
 """
@@ -26,10 +30,11 @@ import numpy as np
 
 from venus_ros.audio.vad import FRAME_SAMPLES, SAMPLE_RATE
 from venus_ros.core.frontend import FrontendError
+from venus_ros.text.echo import strip_echo
 
 if TYPE_CHECKING:
     from venus_ros.audio.aec import EchoCanceller
-    from venus_ros.audio.asr import SegmentTranscriber
+    from venus_ros.audio.asr import SegmentTranscriber, Transcript
     from venus_ros.audio.vad import SileroVad
     from venus_ros.frontends.cascade.state import SessionState
 
@@ -77,6 +82,11 @@ no recognition yet always may (on a machine where one partial costs more than th
 per unit). Recognition is the unit's dominant cost (a tiny.en partial ~0.1 s on 2 cores, five
 sub-steps per unit), and the unit must leave room for a final transcript and the rest of its
 work."""
+ECHO_MARGIN_S = 0.5
+"""A transcript is compared with the assistant's words played from this long before its audio
+began (the echo's delay through the loudspeaker, the room and the capture buffers) to its end."""
+SAID_KEPT_S = 30.0
+"""The assistant's words are kept this long after they played, for that comparison."""
 
 
 class PerceptionError(FrontendError):
@@ -258,8 +268,14 @@ class Perception:
             talked_over = self.state.turn is not None
             self._transcriber.expect = self.expected_over_turn if talked_over else ()
             for transcript in self._transcriber.feed(y, events):
-                if transcript.kind == "final" and transcript.text:
-                    self.state.user_texts.append(transcript.text)
+                if transcript.kind != "final" or not transcript.text:
+                    continue
+                text = self.users_words(transcript)
+                if text:
+                    self.state.user_texts.append(text)
+                elif not self.state.user_texts:
+                    # All of it was the assistant's own voice: no speech of the user's to answer.
+                    self.state.forget_user_turn()
             acc.asr_s += self._transcriber.compute_s - spent
         self.state.mic_pos += x.size
         buf = np.concatenate((self.state.frame_buf, y)) if self.state.frame_buf.size else y
@@ -305,6 +321,24 @@ class Perception:
         self.state.frames_done += count
         self.state.frame_buf = buf[count * FRAME_SAMPLES :].copy()
 
+    def users_words(self, transcript: Transcript) -> str:
+        """``transcript``'s text without the assistant's own words heard back: those played
+        from :data:`ECHO_MARGIN_S` before its audio began to its end."""
+        if not transcript.text or not self.state.said:
+            return transcript.text
+        start = transcript.start * SAMPLE_RATE + self.state.offset - self.latency
+        end = start + transcript.audio_s * SAMPLE_RATE
+        while self.state.said and self.state.said[0][1] < self.state.mic_pos - (
+            SAID_KEPT_S * SAMPLE_RATE
+        ):
+            self.state.said.popleft()
+        played = " ".join(
+            text
+            for begin, stop, text in self.state.said
+            if begin < min(end, stop) and stop > start - ECHO_MARGIN_S * SAMPLE_RATE
+        )
+        return strip_echo(transcript.text, played)
+
     def playing(self, mic_sample: float) -> bool:
         """Whether the assistant's audio plays at microphone sample ``mic_sample``."""
         while (
@@ -348,7 +382,7 @@ class Perception:
             elif substep == substeps - 1:  # otherwise at the boundary, at the transcriber's rate
                 partial = asr.partial()
             acc.asr_s += asr.compute_s - spent
-            transcript = partial.text if partial is not None else ""
+            transcript = self.users_words(partial) if partial is not None else ""
         turn = self.state.turn
         spoken = remaining = 0.0
         if turn is not None:

@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from venus_ros.core.frontend import Decision, Frontend, FrontendError, UnitOutput
-from venus_ros.core.protocol import escape_tags
+from venus_ros.core.protocol import escape_tags, split_visible
 from venus_ros.core.units import InputUnit, PartialUnit
 from venus_ros.frontends.cascade.state import SessionState
 from venus_ros.frontends.cascade.turns import Turn, TurnPlayer
@@ -1090,7 +1090,8 @@ class PolicyFrontend(Frontend):
         if self.state.user_turn_speech and self.state.user_turn_start is not None:
             if self._transcriber is not None and self._transcriber.in_utterance:
                 # Taking the turn ends the utterance; its later VAD end is ignored.
-                self.state.user_texts.extend(t.text for t in self._transcriber.flush() if t.text)
+                words = (self._perception.users_words(t) for t in self._transcriber.flush())
+                self.state.user_texts.extend(text for text in words if text)
         request = self._request()
         response = self.responder.respond(request, backend)
         if response is not None and response.kind == "backend":
@@ -1131,7 +1132,7 @@ class PolicyFrontend(Frontend):
         assert turn is not None
         text, audio, last = self._player.next_piece(turn)
         if audio.size:
-            self._schedule_playback(boundary, audio, turn)
+            self._schedule_playback(boundary, audio, turn, text)
         if last:
             self.state.turn = None
             self._heard(turn, interrupted=False)
@@ -1143,11 +1144,14 @@ class PolicyFrontend(Frontend):
         """Tell the responder what was played of ``turn``."""
         self.responder.heard(turn.heard_text(), interrupted, turn.unheard_text())
 
-    def _schedule_playback(self, boundary: int, audio: np.ndarray, turn: Turn) -> None:
+    def _schedule_playback(self, boundary: int, audio: np.ndarray, turn: Turn, text: str) -> None:
         rate = self.output_sample_rate
         length = audio.size * SAMPLE_RATE / rate
         start = max(float(boundary), self.state.play_end)
         end = start + length
+        visible = split_visible(text)[0].strip()
+        if visible:
+            self.state.said.append([start, end, visible])
         if self.state.intervals and abs(self.state.intervals[-1][1] - start) < 1.0:
             self.state.intervals[-1][1] = end
         else:
@@ -1188,7 +1192,7 @@ class PolicyFrontend(Frontend):
         """Forget the current turn; its audio stops playing at ``boundary`` (the flush)."""
         if self.state.turn is None:
             return
-        for interval in (*self.state.intervals, *self.state.turn.intervals):
+        for interval in (*self.state.intervals, *self.state.turn.intervals, *self.state.said):
             interval[1] = min(interval[1], max(interval[0], float(boundary)))
         self.state.play_end = min(self.state.play_end, float(boundary))
         if self._aec is not None:  # the rest of the unit's audio was never played

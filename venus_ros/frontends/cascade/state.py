@@ -45,6 +45,9 @@ class SessionState:
             yield; None before any).
         ref_end: Echo canceller stream sample just past the reference given.
         intervals: Where the assistant's audio plays, microphone samples ``[start, end)``.
+        said: The assistant's visible words as scheduled to play, ``(start, end, text)`` per
+            piece in microphone samples: what an echo of it would say
+            (:func:`venus_ros.text.echo.strip_echo`).
         backend: Backend replies received and not yet spoken.
         unit: The unit taken in by ``prefill`` and not yet answered by ``generate``.
         last_obs: The observation of the latest boundary.
@@ -74,6 +77,7 @@ class SessionState:
     stopped_at: float | None = None
     ref_end: float = 0.0
     intervals: deque[list[float]] = field(default_factory=deque)
+    said: deque[list[Any]] = field(default_factory=deque)
     backend: deque[str] = field(default_factory=deque)
     unit: Any = None
     last_obs: Any = None
