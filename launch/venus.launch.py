@@ -24,7 +24,11 @@ from launch_ros.substitutions import FindPackageShare
 from launch import LaunchDescription
 
 ARGUMENTS = {
-    "frontend": ("", "frontend spec, e.g. scripted:FILE ('' = the configured default)"),
+    "frontend": (
+        "cascade:aec",
+        "frontend spec: the cascade with echo cancellation (the microphone hears the speaker); "
+        "cascade for an input with no speaker in it; scripted:FILE",
+    ),
     "audio_source": ("device", "microphone: device or file:PATH"),
     "video_source": ("device", "camera: device, file:PATH, or '' for no camera"),
     "sink": ("device", "speaker: device or file:PATH"),

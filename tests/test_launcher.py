@@ -9,8 +9,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 from rosproc import NodeProcess, Probe, start_process
 
+from venus_ros.frontends.cascade.config import parse_spec
 from venus_ros.launcher import (
     NodeSpec,
     RunOptions,
@@ -19,7 +21,7 @@ from venus_ros.launcher import (
     plan,
     user_environment,
 )
-from venus_ros.paths import sample_path
+from venus_ros.paths import sample_path, share_path
 
 DEMO_NODES = [
     "mic_node",
@@ -46,7 +48,8 @@ def test_demo_plan_uses_the_bundled_sample_and_a_file_sink() -> None:
     specs = by_module(nodes)
     assert specs["mic"].overrides == {"source": f"file:{sample_path('input.wav')}"}
     assert sample_path("input.wav").is_file()
-    assert specs["frontend"].overrides == {}
+    # a recorded session through a file microphone: no speaker in it, no echo to cancel
+    assert specs["frontend"].overrides == {"frontend": "cascade"}
     assert specs["speaker"].overrides == {"sink": "file:out/run/assistant.wav"}
     assert [spec.module for spec in nodes if spec.respawn] == ["harness"]
     assert "camera" not in specs and "recorder" not in specs
@@ -97,6 +100,10 @@ def test_run_uses_the_users_ros_environment(monkeypatch: pytest.MonkeyPatch) -> 
 def test_plan_without_demo_uses_the_devices_and_given_overrides() -> None:
     specs = by_module(plan(RunOptions()))
     assert specs["mic"].overrides == {"source": "device"}
+    assert specs["frontend"].overrides == {}  # the parameter file's: echo cancellation on
+    params = yaml.safe_load(share_path("config/venus.yaml").read_text())
+    name, _, options = params["/**/frontend_node"]["ros__parameters"]["frontend"].partition(":")
+    assert name == "cascade" and parse_spec(options).aec
     assert specs["camera"].overrides == {"source": "device"}
     assert specs["speaker"].overrides == {"sink": "device"}
     given = by_module(plan(RunOptions(frontend="scripted:s.yaml", audio="file:a.wav")))

@@ -71,9 +71,12 @@ def plan(options: RunOptions) -> list[NodeSpec]:
     video = options.video
     if video is None:
         video = "" if options.demo else "device"
+    # The demo's microphone plays a recorded session with no speaker in it: no echo to cancel
+    # (elsewhere the parameter file's frontend, echo cancellation on).
+    frontend = options.frontend or ("cascade" if options.demo else "")
     nodes = [
         NodeSpec("mic", {"source": audio}),
-        NodeSpec("frontend", {"frontend": options.frontend} if options.frontend else {}),
+        NodeSpec("frontend", {"frontend": frontend} if frontend else {}),
         NodeSpec("harness", respawn=True),
         NodeSpec("speaker", {"sink": sink}),
         NodeSpec("monitor", essential=False),
