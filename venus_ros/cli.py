@@ -116,7 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="serve: concurrent sessions per row, comma-separated (default 1,4,8)",
     )
     bench.add_argument(
-        "--frontend", default="cascade", help="serve: the frontend behind the server"
+        "--frontend",
+        default="cascade",
+        help="frontend: the frontend measured (cascade:aec: the live configuration's); "
+        "serve: the frontend behind the server",
     )
     bench.add_argument(
         "--deadline-ms", type=float, default=600.0, help="serve: the robots' unit deadline"
@@ -289,7 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.suite == "frontend":
             from venus_ros.bench.frontend import bench_frontend
 
-            return bench_frontend(minutes=10.0 if args.minutes is None else args.minutes)
+            return bench_frontend(
+                minutes=10.0 if args.minutes is None else args.minutes, spec=args.frontend
+            )
         from venus_ros.bench.core import bench_core
 
         return bench_core(minutes=60.0 if args.minutes is None else args.minutes)
