@@ -89,6 +89,9 @@ def fixed_head(score: float) -> TextHead:
         ("Thanks.", None),
         ("Friday, is the shop open?", None),
         ("Home, hold on, can we skip ahead?", None),  # "hmm" as the recogniser wrote it
+        ("Uhm, stop. Does it work in the rain?", None),  # a filler in any spelling
+        ("Erm, what time is it?", None),
+        ("Mmm, Sam, come here.", "sam"),
         ("Last thing, what time is it?", None),
         ("What's the tallest mountain? Africa?", None),
         ("Sam!", None),

@@ -86,7 +86,7 @@ import numpy.typing as npt
 
 from venus_ros.frontends.cascade.texthead import TextHead
 from venus_ros.text.commands import wait_with_reason
-from venus_ros.text.repair import opens_with_correction
+from venus_ros.text.repair import is_filler_only, opens_with_correction
 from venus_ros.text.requests import SUBJECT_WORDS
 
 if TYPE_CHECKING:
@@ -232,14 +232,15 @@ _TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*")
 
 def _is_name_like(word: str, assistant: str) -> bool:
     """A word that can name someone: the assistant's name, a term of address, or a
-    capitalised word that is not a common discourse word or opening ("Home, hold on ...":
-    the recogniser's "hmm", capitalised because it starts the sentence)."""
+    capitalised word that is not a common discourse word, an opening or a filler in any
+    spelling ("Home, hold on ...": the recogniser's "hmm", capitalised because it starts the
+    sentence; "Uhm, stop."; :func:`~venus_ros.text.repair.is_filler_only`)."""
     low = word.lower().strip("'-")
     if not low:
         return False
     if low == assistant or low in _TERMS_OF_ADDRESS:
         return True
-    common = low in _DISCOURSE or low in _OPENERS or low in _LEAD_INS
+    common = low in _DISCOURSE or low in _OPENERS or low in _LEAD_INS or is_filler_only(low)
     return word[0].isupper() and not common and len(low) >= 2
 
 
