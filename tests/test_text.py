@@ -1,4 +1,4 @@
-"""The language toolkit (venus_ros.text): numbers, durations, places, repair, speech."""
+"""The language toolkit (venus_ros.text): numbers, durations, places, repair, speech, echo."""
 
 from __future__ import annotations
 
