@@ -3,7 +3,6 @@ process: ``venus_ros.nodes.runtime``)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -42,7 +41,6 @@ def stop_after_spinning(tmp_path: Path, close_s: float) -> tuple[int, str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=os.environ.copy(),
     )
     try:
         assert proc.stdout is not None

@@ -22,9 +22,10 @@ one that takes the unit whole at its boundary cut it at the same sub-step points
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -328,10 +329,7 @@ class Perception:
             return transcript.text
         start = transcript.start * SAMPLE_RATE + self.state.offset - self.latency
         end = start + transcript.audio_s * SAMPLE_RATE
-        while self.state.said and self.state.said[0][1] < self.state.mic_pos - (
-            SAID_KEPT_S * SAMPLE_RATE
-        ):
-            self.state.said.popleft()
+        self._forget_ended(self.state.said, SAID_KEPT_S)
         played = " ".join(
             text
             for begin, stop, text in self.state.said
@@ -341,12 +339,14 @@ class Perception:
 
     def playing(self, mic_sample: float) -> bool:
         """Whether the assistant's audio plays at microphone sample ``mic_sample``."""
-        while (
-            self.state.intervals
-            and self.state.intervals[0][1] < self.state.mic_pos - 4 * SAMPLE_RATE
-        ):
-            self.state.intervals.popleft()
+        self._forget_ended(self.state.intervals, 4.0)
         return any(start <= mic_sample < end for start, end in self.state.intervals)
+
+    def _forget_ended(self, entries: deque[list[Any]], kept_s: float) -> None:
+        """Drop the ``[start, end, ...]`` entries, oldest first, that ended more than
+        ``kept_s`` before the latest microphone sample."""
+        while entries and entries[0][1] < self.state.mic_pos - kept_s * SAMPLE_RATE:
+            entries.popleft()
 
     def observe(
         self, unit_index: int, substep: int, substeps: int, acc: UnitAccount

@@ -71,6 +71,9 @@ def strip_echo(heard: str, played: str) -> str:
     # played side's ("ten" -> "10"), and a token that normalises to nothing matches nothing.
     theirs = [(_normalised(heard[a:b]) or [""])[0] for a, b in spans]
     matcher = SequenceMatcher(None, theirs, ours, autojunk=False)
+    shared = sum(size for _, _, size in matcher.get_matching_blocks())
+    if shared < max(MIN_ECHO_WORDS, MIN_ECHO_SHARE * len(theirs)):
+        return heard
     echo = [False] * len(theirs)
     opcodes = matcher.get_opcodes()
     for k, (tag, i1, i2, j1, j2) in enumerate(opcodes):
@@ -86,9 +89,6 @@ def strip_echo(heard: str, played: str) -> str:
                 set_off = _BREAK.search(heard[spans[i1 - 1][1] : spans[i1][0]])
                 if not (set_off and command_of(tail)):
                     echo[i1:i2] = [True] * (i2 - i1)  # the word being heard, garbled
-    shared = sum(size for _, _, size in matcher.get_matching_blocks())
-    if shared < max(MIN_ECHO_WORDS, MIN_ECHO_SHARE * len(theirs)):
-        return heard
     kept: list[str] = []
     for i, ((a, b), is_echo) in enumerate(zip(spans, echo, strict=True)):
         before = heard[spans[i - 1][1] if i else 0 : a]
