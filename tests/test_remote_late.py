@@ -33,7 +33,11 @@ def _answer(decision: str, text: str = "", eot: bool = False) -> list[str]:
 
 
 def table_server(table: list[tuple[str, str, bool, bool]]):
-    """Answers unit k with ``table[k]`` = (decision, text, end_of_turn, held)."""
+    """Answers unit k with ``table[k]`` = (decision, text, end_of_turn, held).
+
+    Held answers wait for the next answer that is not held and go out with it, in order, as one
+    burst of frames.
+    """
 
     async def handler(ws) -> None:
         await ws.send(json.dumps({"type": "session.queue_done"}))
@@ -52,7 +56,7 @@ def table_server(table: list[tuple[str, str, bool, bool]]):
             k += 1
             frames = _answer(decision, text, eot)
             if hold:
-                held = frames
+                held += frames
                 continue
             for frame in held + frames:
                 await ws.send(frame)
@@ -110,3 +114,20 @@ def test_a_remote_yield_ends_the_turn_with_a_flush() -> None:
     ])  # fmt: skip
     assert run.decisions == [("speak", False), ("listen", True), ("listen", False)]
     assert run.flushes == 1 and run.protocol_errors == []  # no listen_mid_turn error
+
+
+def test_answers_that_arrive_in_a_burst_keep_their_order() -> None:
+    # The SDK's reader parses frames ahead of the events we take from it: a listening unit's
+    # header (no audio to wait for) must not overtake the speaking units' audio before it, or
+    # the turn ends mid-span and the delegation is lost (stop 44's CI, a slow server's burst).
+    run, stats = play([
+        ("listen", "", False, False),
+        ("speak", "Sure, <delegate>weather ", False, True),
+        ("speak", "in Paris</delegate> one ", False, True),
+        ("speak", "moment.", True, True),
+        ("listen", "", False, False),  # the four answers arrive together
+        ("listen", "", False, False),
+    ])  # fmt: skip
+    assert run.delegates == ["weather in Paris"]
+    assert "".join(run.spoken).split() == ["Sure,", "one", "moment."]
+    assert run.protocol_errors == [] and stats.late == 3

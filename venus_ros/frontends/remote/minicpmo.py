@@ -190,10 +190,18 @@ class MiniCPMoLink(Link):
             rate=rate,
             compute_ms=float(compute) if isinstance(compute, (int, float)) else None,
         )
-        if samples == 0:
-            self.deliver(answer)
-        else:
-            self._header.append((answer, samples))
+        self._header.append((answer, samples))
+        self._deliver_ready()
+
+    def _deliver_ready(self) -> None:
+        """Deliver the headers whose audio is in, in the order they came.
+
+        The SDK parses frames ahead of the events we take from it, so a header with no audio to
+        wait for can be seen before the audio of the units before it: it waits its turn (else
+        the answers are handed to the wrong units and a turn ends mid-span).
+        """
+        while self._header and self._header[0][1] == 0:
+            self.deliver(self._header.pop(0)[0])
 
     async def _send_unit(self, unit: InputUnit, jpeg: bytes | None) -> None:
         session = self._session
@@ -251,6 +259,7 @@ class MiniCPMoLink(Link):
                 self._header.pop(0)
                 head.audio = audio[:expected]
                 self.deliver(head)
+                self._deliver_ready()
             return
         bucket = self._bucket or Answer(-1, Decision.SPEAK, rate=self.options.rate)
         bucket.audio = np.concatenate([bucket.audio, chunk])
