@@ -134,6 +134,10 @@ def test_vocative_finds_who_is_called(text: str, who: str | None) -> None:
         ("It's cold, close the window.", None),  # a clause of its own
         ("Clear the table, then start the dishwasher.", None),
         ("Um, what did the, uh, doctor say?", None),
+        # a filler in any spelling is no name, alone or before one
+        ("Uhm, could you, like, check the oven?", None),
+        ("Mmm, Sea bee, could you shut the gate?", "sea bee"),
+        ("Ahh Sea bee, could you shut the gate?", None),  # "ahh" makes a clause of its own
         ("Sea bee could you shut the gate?", None),  # nothing set off
         ("In Paris, what's the weather like?", None),  # a phrase that sets the scene
         ("The big lamp, could you switch it off?", None),

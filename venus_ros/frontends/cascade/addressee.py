@@ -240,8 +240,14 @@ def _is_name_like(word: str, assistant: str) -> bool:
         return False
     if low == assistant or low in _TERMS_OF_ADDRESS:
         return True
-    common = low in _DISCOURSE or low in _OPENERS or low in _LEAD_INS or is_filler_only(low)
-    return word[0].isupper() and not common and len(low) >= 2
+    return word[0].isupper() and not _is_common(low) and len(low) >= 2
+
+
+def _is_common(token: str) -> bool:
+    """Whether a word (lower case) is common English that names no one: a discourse word, an
+    opening, a lead-in, or a filler in any spelling ("uhm", "mmm", "ahh":
+    :func:`~venus_ros.text.repair.is_filler_only`)."""
+    return token in _DISCOURSE or token in _OPENERS or token in _LEAD_INS or is_filler_only(token)
 
 
 def vocative(text: str, assistant: str = "venus") -> str | None:
@@ -321,8 +327,7 @@ def _greeted(words: Sequence[str], assistant: str) -> str | None:
     base = low.split("'")[0]
     if (
         not word[0].isupper()
-        or base in _DISCOURSE
-        or base in _OPENERS
+        or _is_common(base)
         or low in _QUESTION_WORDS
         or base in _REQUEST_VERBS
         or base in _SUBJECTS
@@ -354,7 +359,7 @@ def set_off_opening(text: str) -> str | None:
         tokens = [t.lower().strip("'-") for t in _TOKEN.findall(clause)]
         if not tokens or "," not in after or len(tokens) > 3:
             return None
-        if all(t in _DISCOURSE or t in _OPENERS or t in _LEAD_INS for t in tokens):
+        if all(_is_common(t) for t in tokens):
             continue  # "Thanks, <name>, ...": look at the next clause
         if any(_says_something(t) for t in tokens) or tokens[0] in _PHRASE_STARTS:
             # a clause of its own ("it's cold, ...", "clear the table, ..."), or a phrase that
@@ -373,7 +378,7 @@ def _restarted(tokens: Sequence[str], following: str) -> bool:
     start of a phrase, not a name said to someone ("Tom, ..., Tom." says a name at both ends,
     not in the next clause)."""
     last = tokens[-1].lower().strip("'-")
-    if len(last) < 3 or last in _DISCOURSE or last in _OPENERS:
+    if len(last) < 3 or _is_common(last):
         return False
     return last in (t.lower().strip("'-") for t in _TOKEN.findall(following))
 
@@ -394,7 +399,8 @@ def _says_something(token: str) -> bool:
         or token in _QUESTION_WORDS
         or token in _SUBJECTS
         or "'" in token
-        or token in ("um", "uh", "er", "erm", "like", "not", "never", "nothing", "don't")
+        or is_filler_only(token)
+        or token in ("like", "not", "never", "nothing")
     )
 
 
