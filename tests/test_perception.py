@@ -213,6 +213,39 @@ def test_the_assistants_own_voice_heard_back_is_not_taken_for_the_users_words(
     assert max(len(p.split()) for p in partials) >= 5, partials
 
 
+def test_an_utterance_ended_early_is_read_as_its_vad_end_would_read_it(
+    interruption: np.ndarray, tmp_path: Path
+) -> None:
+    """When the assistant takes the turn before the VAD ends the utterance, the final of what
+    was heard is taken in like any other: the user's words join the user's turn, and a turn that
+    was all the assistant's own voice heard back is no turn of the user's."""
+    echo = espeak_16k(STORY.split(". ")[0] + ".", tmp_path / "echo.wav", "en-us") * 0.5
+
+    def ended_early(clip: np.ndarray, played: bool) -> SessionState:
+        perception = Perception(SileroVad(), transcriber=SegmentTranscriber(WhisperAsr()))
+        state = SessionState(action=None)
+        perception.bind(state)
+        length = clip.size / RATE
+        if played:
+            state.said.append([0.5 * RATE, (0.5 + length) * RATE, STORY])
+        audio = place(length + 2.0, (0.5, clip))
+        voiced_end = 0.5 + np.flatnonzero(np.abs(clip) > 0.01)[-1] / RATE
+        heard = int((voiced_end + 0.05) * RATE)  # all of it, not yet the VAD's end
+        for start in range(0, heard, RATE // 10):  # as sub-steps bring it
+            perception.take_in(audio[start : min(start + RATE // 10, heard)], UnitAccount())
+        assert state.user_turn_speech > 0 and perception.in_utterance
+        perception.end_utterance()
+        assert not perception.in_utterance
+        perception.end_utterance()  # nothing open any more: no second final
+        return state
+
+    state = ended_early(interruption, played=False)
+    assert "time" in " ".join(state.user_texts).lower(), state.user_texts
+    assert state.user_turn_speech > 0
+    state = ended_early(echo, played=True)
+    assert state.user_texts == [] and state.user_turn_speech == 0 and state.user_turn_start is None
+
+
 def test_a_long_cut_in_is_read_every_sub_step_then_more_sparsely_then_at_boundaries(
     tmp_path: Path,
 ) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -268,15 +268,7 @@ class Perception:
             spent = self._transcriber.compute_s
             talked_over = self.state.turn is not None
             self._transcriber.expect = self.expected_over_turn if talked_over else ()
-            for transcript in self._transcriber.feed(y, events):
-                if transcript.kind != "final" or not transcript.text:
-                    continue
-                text = self.users_words(transcript)
-                if text:
-                    self.state.user_texts.append(text)
-                elif not self.state.user_texts:
-                    # All of it was the assistant's own voice: no speech of the user's to answer.
-                    self.state.forget_user_turn()
+            self._take_finals(self._transcriber.feed(y, events))
             acc.asr_s += self._transcriber.compute_s - spent
         self.state.mic_pos += x.size
         buf = np.concatenate((self.state.frame_buf, y)) if self.state.frame_buf.size else y
@@ -321,6 +313,29 @@ class Perception:
             self.state.frames_end = end
         self.state.frames_done += count
         self.state.frame_buf = buf[count * FRAME_SAMPLES :].copy()
+
+    @property
+    def in_utterance(self) -> bool:
+        """Whether the recogniser has an utterance open (False without one)."""
+        return self._transcriber is not None and self._transcriber.in_utterance
+
+    def end_utterance(self) -> None:
+        """End the utterance in progress now and take in its final transcript (the assistant
+        takes the turn: the utterance's later VAD end is ignored)."""
+        if self._transcriber is not None and self._transcriber.in_utterance:
+            self._take_finals(self._transcriber.flush())
+
+    def _take_finals(self, transcripts: Iterable[Transcript]) -> None:
+        """Add the user's words of each final transcript to the user's turn; a turn whose
+        words were all the assistant's own voice is no turn of the user's."""
+        for transcript in transcripts:
+            if transcript.kind != "final" or not transcript.text:
+                continue
+            text = self.users_words(transcript)
+            if text:
+                self.state.user_texts.append(text)
+            elif not self.state.user_texts:
+                self.state.forget_user_turn()
 
     def users_words(self, transcript: Transcript) -> str:
         """``transcript``'s text without the assistant's own words heard back: those played

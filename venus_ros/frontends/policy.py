@@ -728,9 +728,7 @@ class PolicyFrontend(Frontend):
     def user_speaking(self) -> bool:
         """Whether the user is in the middle of an utterance (the VAD hears speech, or the
         recogniser has an utterance open)."""
-        return self._vad.speaking or (
-            self._transcriber is not None and self._transcriber.in_utterance
-        )
+        return self._vad.speaking or self._perception.in_utterance
 
     # -- the contract --------------------------------------------------------------------------
 
@@ -1088,10 +1086,7 @@ class PolicyFrontend(Frontend):
     def _respond(self) -> Response | None:
         backend = self.state.backend[0] if self.state.backend else None
         if self.state.user_turn_speech and self.state.user_turn_start is not None:
-            if self._transcriber is not None and self._transcriber.in_utterance:
-                # Taking the turn ends the utterance; its later VAD end is ignored.
-                words = (self._perception.users_words(t) for t in self._transcriber.flush())
-                self.state.user_texts.extend(text for text in words if text)
+            self._perception.end_utterance()
         request = self._request()
         response = self.responder.respond(request, backend)
         if response is not None and response.kind == "backend":
