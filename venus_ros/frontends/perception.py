@@ -75,14 +75,19 @@ OVERLAP_PARTIAL_LATE_S = 2.0
 after its first second: :func:`~venus_ros.text.commands.command_then_question`), then at the
 transcriber's own rate: whether speech over the assistant is an interruption is read from its
 first words ..."""
-OVERLAP_PARTIAL_BUDGET_S = 0.25
+OVERLAP_PARTIAL_BUDGET_S = 0.4
 """... as long as the unit's recognition so far plus the latest partial's cost stays within
 this many seconds; a partial that does not fit waits for the next sub-step (the next unit
 starts a new budget), and the policy reads the latest partial meanwhile. A unit that has run
 no recognition yet always may (on a machine where one partial costs more than the budget, one
-per unit). Recognition is the unit's dominant cost (a tiny.en partial ~0.1 s on 2 cores, five
-sub-steps per unit), and the unit must leave room for a final transcript and the rest of its
-work."""
+per unit). Recognition is the unit's dominant cost (a tiny.en partial 0.07-0.15 s on 2 cores,
+five sub-steps per unit), and the unit must leave room for a final transcript and the rest of
+its work. At 0.25 s a unit ran two partials at most, and a command heard at the third sub-step
+("Okay, stop." after its "Okay.", "Let me stop you there.") waited for the next unit; at 0.4 s
+(round 28, training suite 1002640) interruption stop p90 went 1.17 -> 1.01 s plain and 1.36 ->
+0.96 s through the echo path (12 cut-ins stopped for sooner, none later), while
+``venus-ros bench frontend --minutes 10 --frontend cascade:aec`` gave p99 343-346 ms against
+295-397 ms at 0.25 s over two runs each (the goal is 400 ms)."""
 ECHO_MARGIN_S = 0.5
 """A transcript is compared with the assistant's words played from this long before its audio
 began (the echo's delay through the loudspeaker, the room and the capture buffers) to its end."""
