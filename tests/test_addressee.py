@@ -118,6 +118,13 @@ def fixed_head(score: float) -> TextHead:
         ("Grab, home, pick up the water bottle for me.", None),  # the filler misheard
         ("Sam, um, can you grab the mail?", "sam"),
         ("Come, close the door, please.", "come"),  # no hesitation: a misheard name
+        # letters spelled out are how the recogniser writes a sound it could not make into a
+        # word, not a name; a hyphenated name is one
+        ("M-M, okay.", None),
+        ("K-S-O-V, can you grab it?", None),
+        ("Okay, K-T, stop.", None),
+        ("Wait, stop, F-O.", None),
+        ("Jean-Luc, dinner is ready!", "jean-luc"),
     ],
 )
 def test_vocative_finds_who_is_called(text: str, who: str | None) -> None:

@@ -234,13 +234,20 @@ def _is_name_like(word: str, assistant: str) -> bool:
     """A word that can name someone: the assistant's name, a term of address, or a
     capitalised word that is not a common discourse word, an opening or a filler in any
     spelling ("Home, hold on ...": the recogniser's "hmm", capitalised because it starts the
-    sentence; "Uhm, stop."; :func:`~venus_ros.text.repair.is_filler_only`)."""
+    sentence; "Uhm, stop."; :func:`~venus_ros.text.repair.is_filler_only`), nor letters
+    spelled out (:data:`_SPELLED`)."""
     low = word.lower().strip("'-")
     if not low:
         return False
     if low == assistant or low in _TERMS_OF_ADDRESS:
         return True
-    return word[0].isupper() and not _is_common(low) and len(low) >= 2
+    return word[0].isupper() and not _is_common(low) and len(low) >= 2 and not _SPELLED.match(low)
+
+
+#: Letters spelled out one by one ("M-M.", "K-S-O-V", "L-T-O, stop."): how the recogniser
+#: writes sounds it could not make into a word (partials of back-channels and of remarks in
+#: training-split traces); a name is written as a word.
+_SPELLED = re.compile(r"[a-z](?:-[a-z])+$")
 
 
 def _is_common(token: str) -> bool:
