@@ -1152,6 +1152,44 @@ def test_a_follow_up_to_the_interrupted_answer_is_answered_locally(
 @pytest.mark.parametrize(
     "text",
     [
+        "No, I meant the other one, the one from yesterday.",
+        "Sorry, I mean the red lentils, not the green ones.",
+        "No, the other pot.",
+    ],
+)
+def test_a_correction_of_the_interrupted_answer_is_answered_locally(
+    embedder: object, text: str
+) -> None:
+    """Right after a cut-in, words that correct the assistant and ask nothing are not sent to a
+    harness that has no tool for them (it could only say "Sorry, I could not do that."): the
+    local model answers, with the cut-off turn in its prompt."""
+    responder = follow_up_responder(embedder)
+    assert responder.corrects_cut_turn(text) and not responder.local_follow_up(text)
+    reply = responder.respond(request(text))
+    assert reply is not None and reply.kind == "reply" and responder.last_intent == "generated"
+    assert "with a bay leaf until soft." in responder.engine.calls[-1][-1]["content"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("No, I meant what time it is.", "delegate"),  # a configured tool fits (the clock)
+        ("Wait, go and close the window.", "delegate"),  # a request to act
+        ("Sorry, is the chemist still open now?", "delegate"),  # a question of its own
+    ],
+)
+def test_a_correction_a_tool_serves_or_a_request_is_not_taken_for_one(
+    embedder: object, text: str, kind: str
+) -> None:
+    responder = follow_up_responder(embedder)
+    assert not responder.corrects_cut_turn(text)
+    reply = responder.respond(request(text))
+    assert reply is not None and reply.kind == kind
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         "Hang on, what time is it?",  # a configured tool fits (the clock)
         "Wait, what's twelve times fourteen?",  # a sum, and a calculator
         "Hold on, is the oven off?",  # a question of its own, not about the answer
@@ -1184,6 +1222,7 @@ def test_an_open_ended_harness_or_no_cut_turn_leaves_the_choice_to_the_delegator
         open_ended=False,
     )
     assert fresh.respond(request(question)).kind == "delegate"  # type: ignore[union-attr]
+    assert not fresh.corrects_cut_turn("No, I meant the other one, the one from yesterday.")
     # the tool file says whether the harness has a cloud planner
     file = tmp_path / "tools.yaml"
     file.write_text(

@@ -83,6 +83,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from venus_ros.frontends.cascade.addressee import asks
 from venus_ros.frontends.policy import (
     Delegator,
     Responder,
@@ -99,7 +100,12 @@ from venus_ros.text.commands import (
     wait_with_reason,
 )
 from venus_ros.text.numbers import to_digits
-from venus_ros.text.repair import FILLER_WORDS, clean_disfluencies, is_filler_only
+from venus_ros.text.repair import (
+    FILLER_WORDS,
+    clean_disfluencies,
+    is_filler_only,
+    opens_with_correction,
+)
 from venus_ros.text.requests import (
     STOP_WORDS,
     base_form,
@@ -1610,6 +1616,22 @@ class CascadeResponder(Responder):
             self._fits[key] = bool(float(np.max(self._tool_vectors @ vector)) >= TOOL_FIT)
         return self._fits[key]
 
+    def corrects_cut_turn(self, transcript: str) -> bool:
+        """Whether ``transcript``, said right after the user cut the assistant off, corrects it
+        and asks nothing ("No, I meant the other one, the one from yesterday.", "Sorry, I mean
+        for two people."): an interrupted turn is the context, the words open with a correction
+        marker (:func:`~venus_ros.text.repair.opens_with_correction`), they are no question or
+        request (:func:`~venus_ros.frontends.cascade.addressee.asks`) and the harness has no
+        capability for them (:meth:`harness_can_answer`). The local model answers it with the
+        cut-off turn in its prompt (it asks which one, or says it again for what was meant);
+        delegated, the harness could only say that no tool can answer it ("Let me check.
+        Sorry, I could not do that.": 2 of 60 cut-ins on training suite 1002642, both arms)."""
+        if self.conversation.interrupted() is None or not transcript:
+            return False
+        if not opens_with_correction(transcript) or asks(transcript):
+            return False
+        return not self.harness_can_answer(transcript)
+
     def local_follow_up(self, transcript: str) -> bool:
         """Whether ``transcript`` follows up the assistant's own interrupted answer and is the
         local model's to answer: an interrupted turn is the context
@@ -1679,7 +1701,9 @@ class CascadeResponder(Responder):
             return "stopped", STOPPED_PHRASE  # a clipped word or two ("up.") after cutting in
         if self.engine is not None and transcript and self.about_answer(transcript):
             return "generated", ""
-        if self.engine is not None and self.local_follow_up(transcript):
+        if self.engine is not None and (
+            self.local_follow_up(transcript) or self.corrects_cut_turn(transcript)
+        ):
             return "generated", ""
         if self._calculates and asks_arithmetic(transcript):
             return "delegate", ""  # a sum, and a calculator to do it
