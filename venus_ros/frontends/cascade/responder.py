@@ -31,10 +31,12 @@ user *heard* of the assistant, cut where a turn was interrupted):
 7. any other question about the turn the user just interrupted
    (:meth:`CascadeResponder.about_answer`) is answered from that turn's whole text — what was
    heard and what was still to come; so is any other question, or request to explain or say
-   more, made while that turn is the context, unless the harness really has a capability for
-   it (:meth:`CascadeResponder.harness_can_answer`: a cloud planner, a configured tool close in
-   meaning, a sum for a calculator): a follow-up to the assistant's own answer is the local
-   model's to answer, not a delegation that ends in "no tool can answer this";
+   more, made while that turn is the context, and any correction of it that asks nothing ("No,
+   I meant the other one."; :meth:`CascadeResponder.corrects_cut_turn`), unless the harness
+   really has a capability for it (:meth:`CascadeResponder.harness_can_answer`: a cloud
+   planner, a configured tool close in meaning, a sum for a calculator): a follow-up to the
+   assistant's own answer is the local model's to answer, not a delegation that ends in "no
+   tool can answer this";
 8. a request the delegation router sends to the harness: an acknowledgement naming it
    (:func:`check_phrase_for`: "Let me check when the bakery opens.") and a private
    ``<delegate>`` span holding the cleaned query (the router decides, not the language model);
