@@ -230,6 +230,14 @@ _SELF_TERMS = frozenset({"robot", "assistant", "computer"})
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*")
 
 
+#: Letters spelled out one by one ("M-M.", "K-S-O-V", "L-T-O, stop."): how the recogniser
+#: writes sounds it could not make into a word (partials of back-channels and of remarks in
+#: training-split traces); a name is written as a word. Not one of the common words
+#: (:func:`_is_common`): set off at the start they may still stand for a name the recogniser
+#: did not know (:func:`set_off_opening`).
+_SPELLED = re.compile(r"[a-z](?:-[a-z])+")
+
+
 def _is_name_like(word: str, assistant: str) -> bool:
     """A word that can name someone: the assistant's name, a term of address, or a
     capitalised word that is not a common discourse word, an opening or a filler in any
@@ -241,13 +249,9 @@ def _is_name_like(word: str, assistant: str) -> bool:
         return False
     if low == assistant or low in _TERMS_OF_ADDRESS:
         return True
-    return word[0].isupper() and not _is_common(low) and len(low) >= 2 and not _SPELLED.match(low)
-
-
-#: Letters spelled out one by one ("M-M.", "K-S-O-V", "L-T-O, stop."): how the recogniser
-#: writes sounds it could not make into a word (partials of back-channels and of remarks in
-#: training-split traces); a name is written as a word.
-_SPELLED = re.compile(r"[a-z](?:-[a-z])+$")
+    if not word[0].isupper() or len(low) < 2 or _SPELLED.fullmatch(low):
+        return False
+    return not _is_common(low)
 
 
 def _is_common(token: str) -> bool:
