@@ -6,7 +6,8 @@ short history of earlier boundaries) into one feature vector and runs a two-laye
 
 * ``p_yield``: while the assistant speaks, the user's overlapping speech is a genuine
   interruption (it yields when ``p_yield >= yield_threshold`` on ``yield_count`` consecutive
-  boundaries, or on one with ``p_yield >= CONFIDENT_YIELD``); backchannels, remarks to someone
+  boundaries, or on one with ``p_yield >= CONFIDENT_YIELD``, each with at least
+  :data:`MIN_INTERRUPT_OVERLAP_S` of speech over the turn); backchannels, remarks to someone
   else and background talk should keep it low;
 * ``p_start``: while listening, the user has finished a turn that wants an answer (it starts
   speaking when ``p_start >= start_threshold``); a mid-sentence pause, a backchannel or
@@ -111,7 +112,12 @@ COMMAND_PROBE_PATH = _HERE / "models" / "command_probe.npz"
 SUBSTEPS = 5
 """Observations per unit the policy asks for when it has the interruption head (200 ms)."""
 MIN_INTERRUPT_OVERLAP_S = 0.2
-"""Overlapping user speech heard in the assistant's turn before the head may stop it."""
+"""Overlapping user speech heard in the assistant's turn before the head may stop it, or the
+boundary model on how it sounds: the boundary model yielded on 0.03 s and 0.13 s of voice (a
+blip of echo residue) in the reply that answered a cut-in, and the blip was then answered in
+its place ("You're welcome!" for a "Thank you." the recogniser made of it; training suites
+1002645 and 1002647 through the echo path). In those suites no stop was taken on less by the
+words either."""
 FIRM_COMMANDS = frozenset({"stop", "quiet", "wait", "moment"})
 """Commands (:data:`~venus_ros.text.commands.COMMANDS`) that stop the assistant as soon as a
 partial transcript is only one of them; "never mind" stops it only as a whole utterance. A
@@ -729,7 +735,7 @@ class TrainedFloorPolicy(FloorPolicy):
         if obs.assistant_speaking:
             # Only speech over the turn is yielded to: the user's words before a turn taken
             # between boundaries are in this unit too, and are what the turn answers.
-            over = obs.turn_overlap_s > 0.0
+            over = obs.turn_overlap_s >= MIN_INTERRUPT_OVERLAP_S
             likely = over and p_yield >= self.yield_threshold
             self._streak = self._streak + 1 if likely else 0
             confident = over and p_yield >= self.confident_yield
