@@ -1019,6 +1019,14 @@ def test_a_question_about_the_cut_turn_is_answered_from_what_it_said() -> None:
         "Sure, skipping to the end: move it into a wider pot."
     )
     assert reply("Home, hold on, what is a wider pot?", two) is None
+    # nor are short clauses set off before the ask: a call to wait misheard over the assistant
+    assert reply("Throw it on, can you go slower?", two) == (
+        "Sure, I'll go slower. Loosen the roots, and move it into a wider pot."
+    )
+    assert reply("Um, going on, can we skip ahead on the end?", two) == (
+        "Sure, skipping to the end: move it into a wider pot."
+    )
+    assert reply("What about the bus then, can we skip to the end?", two) is None  # a request
 
 
 def test_a_request_after_cutting_in_is_answered_without_its_commands() -> None:

@@ -786,22 +786,43 @@ def _ended(text: str) -> str:
 #: Words of a request about how the turn is said ("can you give me the short version?") that
 #: name no topic of their own.
 _SPEECH_ACT_WORDS = frozenset(
-    "give tell explain read talk speak keep bit part version point thing skip jump start".split()
+    """give tell explain read talk speak keep bit part version point thing skip jump start
+    end""".split()
 )
+#: Most words in a clause set off before a request about how the turn is said that is passed
+#: over as its opening (:func:`_past_openings`).
+_OPENING_WORDS = 3
 _ABOUT_SAYING = (_LAST_PART, _RESTART, _SHORTER, _SKIP_TO_END, _SLOWER, _REPEAT)
 
 
 _FILLER = re.compile(rf"\b{FILLER_WORDS}\b", re.IGNORECASE)
 
 
+def _past_openings(sentence: str) -> str:
+    """``sentence`` without the command that opens it and a word set off before that
+    (:func:`~venus_ros.text.commands.split_command`: "Home, hold on, can we skip ahead?"), and
+    without the short clauses set off before the one that asks about how the turn is said: a
+    call to wait the recogniser misheard over the assistant ("Throw it on, can you go
+    slower?" for "Hold on, ...", "Um, going on, can we skip ahead ...?")."""
+    rest = (split_command(sentence) or ("", sentence))[1]
+    while True:
+        head, comma, tail = rest.partition(",")
+        if not comma or len(head.split()) > _OPENING_WORDS:
+            return rest
+        if any(p.search(head) for p in _ABOUT_SAYING) or not any(
+            p.search(tail) for p in _ABOUT_SAYING
+        ):
+            return rest
+        rest = tail
+
+
 def _new_topic(request: str, said: set[str]) -> bool:
     """Whether the sentence of ``request`` that asks about how the turn is said ("Can you give
     me the short version?"), without those words, names something the turn did not
-    (``said``: its content words): then it is a new request ("Briefly, what is X?"). A
-    command that opens the sentence, and a word set off before it, are not read
-    (:func:`~venus_ros.text.commands.split_command`: "Home, hold on, can we skip ahead?")."""
+    (``said``: its content words): then it is a new request ("Briefly, what is X?"). What
+    opens the sentence before that ask is not read (:func:`_past_openings`)."""
     asking = [t for t in _sentences(request) if any(p.search(t) for p in _ABOUT_SAYING)]
-    text = " ".join((split_command(t) or ("", t))[1] for t in asking)
+    text = " ".join(_past_openings(t) for t in asking)
     for pattern in (*_ABOUT_SAYING, _FILLER):
         text = pattern.sub(" ", text)
     return bool(asked_words(text) - said - _SPEECH_ACT_WORDS)
