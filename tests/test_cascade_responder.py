@@ -926,6 +926,32 @@ def test_a_cut_in_that_was_not_made_out_is_asked_again_only_when_long() -> None:
     assert responder.respond(clipped).spoken == STOPPED_PHRASE
 
 
+def test_a_short_cut_in_the_recogniser_was_unsure_of_is_not_answered_as_heard() -> None:
+    """Words of a short cut-in read with little confidence were most likely misheard over the
+    assistant ("Stop." read "start."): the assistant says it stopped instead of answering them.
+    A command is still acknowledged however unsure; sure words, and a longer cut-in, are
+    answered as before; a request with no turn cut off is no cut-in."""
+    from venus_ros.frontends.cascade.responder import STOPPED_PHRASE, UNSURE_READING
+
+    responder = CascadeResponder(lambda _: True, capabilities=[])
+
+    def cut_in(text: str, confidence: float | None, speech_s: float = 0.5) -> str:
+        responder.heard("The oven is", True, "hot now.")
+        request = UserRequest(text, 0.0, speech_s + 0.1, speech_s, True, confidence=confidence)
+        return responder.respond(request).spoken
+
+    unsure = UNSURE_READING - 0.2
+    assert cut_in("start.", unsure) == STOPPED_PHRASE
+    assert cut_in("Okay, start.", unsure) == STOPPED_PHRASE
+    assert cut_in("start.", UNSURE_READING + 0.2) != STOPPED_PHRASE
+    assert cut_in("start.", None) != STOPPED_PHRASE  # confidence unknown: read as heard
+    assert cut_in("Wait.", unsure) == "I'll wait."
+    assert cut_in("Is the oven hot yet or not?", unsure, speech_s=2.2) != STOPPED_PHRASE
+    plain = UserRequest("start.", 0.0, 0.6, 0.5, True, confidence=unsure)
+    responder.reset()
+    assert responder.respond(plain).spoken != STOPPED_PHRASE  # nothing was cut off
+
+
 def test_a_stop_that_was_not_asked_for_is_taken_back_where_the_turn_was_cut() -> None:
     """A bare back-channel after a cut-in, or speech the assistant stopped for that a session
     part read as said to someone else (``aside``), is not answered: the cut-off turn goes on

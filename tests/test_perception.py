@@ -245,8 +245,29 @@ def test_an_utterance_ended_early_is_read_as_its_vad_end_would_read_it(
     state = ended_early(interruption, played=False)
     assert "time" in " ".join(state.user_texts).lower(), state.user_texts
     assert state.user_turn_speech > 0
+    # with the recogniser's confidence in the words, which the user's request carries
+    assert 0.3 < state.user_confidence[state.user_texts[0]] <= 1.0, state.user_confidence
     state = ended_early(echo, played=True)
     assert state.user_texts == [] and state.user_turn_speech == 0 and state.user_turn_start is None
+    assert state.user_confidence == {}
+
+
+def test_the_users_request_carries_the_least_confidence_of_its_words() -> None:
+    """A request of several final transcripts is as sure as its least sure one; texts with no
+    words the recogniser weighed leave it unknown; forgetting the turn forgets them."""
+    frontend = PolicyFrontend(NeverYield())
+    state = frontend.state
+    state.user_turn_speech, state.user_turn_start = 40, 0.0
+    state.user_texts = ["Stop.", "What time is it?"]
+    state.user_confidence = {"Stop.": 0.8, "What time is it?": 0.35, "earlier": 0.1}
+    request = frontend._request()
+    assert request is not None and request.confidence == 0.35
+    state.user_confidence = {}
+    request = frontend._request()
+    assert request is not None and request.confidence is None
+    state.user_confidence = {"Stop.": 0.8}
+    state.forget_user_turn()
+    assert state.user_confidence == {} and frontend._request() is None
 
 
 def test_a_long_cut_in_is_read_every_sub_step_then_more_sparsely_then_at_boundaries(

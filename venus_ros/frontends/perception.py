@@ -331,14 +331,18 @@ class Perception:
             self._take_finals(self._transcriber.flush())
 
     def _take_finals(self, transcripts: Iterable[Transcript]) -> None:
-        """Add the user's words of each final transcript to the user's turn; a turn whose
-        words were all the assistant's own voice is no turn of the user's."""
+        """Add the user's words of each final transcript to the user's turn, with the
+        recogniser's confidence in them; a turn whose words were all the assistant's own voice
+        is no turn of the user's."""
         for transcript in transcripts:
             if transcript.kind != "final" or not transcript.text:
                 continue
             text = self.users_words(transcript)
             if text:
                 self.state.user_texts.append(text)
+                if transcript.words:
+                    probabilities = [w.probability for w in transcript.words]
+                    self.state.user_confidence[text] = sum(probabilities) / len(probabilities)
             elif not self.state.user_texts:
                 self.state.forget_user_turn()
 

@@ -288,6 +288,8 @@ class UserRequest:
         aside: The assistant stopped for this speech, and its words, once made out, read as
             said to someone else (a session part's judgement): the cut-off turn may be taken
             up again instead of answering it.
+        confidence: The recogniser's least confidence in one of its final transcripts (the
+            mean of Whisper's word probabilities; None: unknown, e.g. no words or no ASR).
     """
 
     transcript: str
@@ -296,6 +298,7 @@ class UserRequest:
     speech_s: float
     asr: bool
     aside: bool = False
+    confidence: float | None = None
 
 
 @dataclass(frozen=True)
@@ -1074,6 +1077,8 @@ class PolicyFrontend(Frontend):
         if not self.state.user_turn_speech or self.state.user_turn_start is None:
             return None
         end = self.state.last_voiced_end if self.state.last_voiced_end is not None else 0.0
+        known = self.state.user_confidence
+        sure = [known[t] for t in self.state.user_texts if t in known]
         return UserRequest(
             " ".join(self.state.user_texts),
             self.state.user_turn_start / SAMPLE_RATE,
@@ -1081,6 +1086,7 @@ class PolicyFrontend(Frontend):
             self.state.user_turn_speech * FRAME_S,
             self.asr_enabled,
             self.state.user_turn_aside,
+            min(sure) if sure else None,
         )
 
     def _respond(self) -> Response | None:

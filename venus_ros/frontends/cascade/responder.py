@@ -7,7 +7,9 @@ user *heard* of the assistant, cut where a turn was interrupted):
 1. a waiting ``<backend>`` reply of the harness is spoken as it came;
 2. with ASR on, a request with no intelligible word gets :data:`CLARIFY_PHRASE` — unless it
    was a short cut-in (at most :data:`SHORT_CUT_IN_S` of speech over the assistant, which
-   stopped): that is most likely a command to stop, and gets :data:`STOPPED_PHRASE`;
+   stopped): that is most likely a command to stop, and gets :data:`STOPPED_PHRASE`; so does a
+   short cut-in that is no command and whose words the recogniser was unsure of (below
+   :data:`UNSURE_READING`);
 3. a bare back-channel or filler ("uh-huh", "okay", "um") is not answered at all; right
    after a cut-in it asks the assistant to go on, and so does speech it stopped for that
    turns out to be said to someone else (a session part's reading, marked
@@ -131,6 +133,7 @@ __all__ = [
     "SHORT_CUT_IN_S",
     "STOPPED_PHRASE",
     "TOOL_FIT",
+    "UNSURE_READING",
     "CascadeResponder",
     "Conversation",
     "FixedPhrase",
@@ -714,6 +717,12 @@ _SLOWER = _phrases(r"\b(?:slow(?:er| down| it down)|more slowly|not so fast|too 
 STOPPED_PHRASE = "I'll stop. Go ahead."
 SHORT_CUT_IN_S = 1.5
 """Most speech (s) in a cut-in taken for a command to stop when its words were not made out."""
+UNSURE_READING = 0.45
+"""Least recogniser confidence (:attr:`~venus_ros.frontends.policy.UserRequest.confidence`)
+at which a short cut-in's words count as made out. Below it they were most likely misheard over
+the assistant's voice ("Stop." read "start." at 0.25, "Okay, stop." read "Okay, start." at
+0.37, training suite 1002645 through the echo path), and answering them answers words nobody
+said; the short cut-ins read right on that suite were commands, read at 0.37-0.94."""
 
 
 _WH_PHRASE = re.compile(
@@ -1720,8 +1729,11 @@ class CascadeResponder(Responder):
         fixed = self.fixed_phrase(transcript)
         if fixed is not None:
             return fixed
-        if short_cut_in and not content_words(transcript) and not request_phrase(transcript)[1]:
-            return "stopped", STOPPED_PHRASE  # a clipped word or two ("up.") after cutting in
+        if short_cut_in and (
+            (not content_words(transcript) and not request_phrase(transcript)[1])
+            or (request.confidence is not None and request.confidence < UNSURE_READING)
+        ):  # a clipped word or two ("up."), or words most likely misheard, after cutting in
+            return "stopped", STOPPED_PHRASE
         if self.engine is not None and transcript and self.about_answer(transcript):
             return "generated", ""
         if self.engine is not None and (

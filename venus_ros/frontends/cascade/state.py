@@ -36,6 +36,8 @@ class SessionState:
         user_turn_speech: Voiced frames since the assistant last took the floor.
         user_turn_start: Where that speech began (None when there is none).
         user_texts: Its final transcripts.
+        user_confidence: The recogniser's confidence in each of ``user_texts``, by its text:
+            the mean of Whisper's word probabilities (texts without words have none).
         user_turn_aside: That speech stopped the assistant but was judged, once its words were
             made out, not said to it (:attr:`~venus_ros.frontends.policy.UserRequest.aside`).
         turn: The assistant's turn in progress (None while listening).
@@ -70,6 +72,7 @@ class SessionState:
     user_turn_speech: int = 0
     user_turn_start: float | None = None
     user_texts: list[str] = field(default_factory=list)
+    user_confidence: dict[str, float] = field(default_factory=dict)
     user_turn_aside: bool = False
     turn: Any = None
     turn_overlap: int = 0
@@ -91,6 +94,7 @@ class SessionState:
         self.user_turn_speech = 0
         self.user_turn_start = None
         self.user_texts = []
+        self.user_confidence = {}
         self.user_turn_aside = False
 
 
