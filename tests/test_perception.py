@@ -17,7 +17,7 @@ import pytest
 from speech import espeak_16k
 from test_policy_frontend import place
 
-from venus_ros.audio.asr import SegmentTranscriber, Transcript, WhisperAsr
+from venus_ros.audio.asr import SegmentTranscriber, Transcript, WhisperAsr, Word
 from venus_ros.audio.vad import SileroVad
 from venus_ros.core.clock import FakeClock
 from venus_ros.core.duplex import DuplexLoop
@@ -34,6 +34,7 @@ from venus_ros.frontends.perception import (
     OVERLAP_PARTIAL_LATE_S,
     OVERLAP_PARTIAL_MIN_S,
     OVERLAP_PARTIAL_WINDOW_S,
+    UNSURE_WORD_P,
     Perception,
     UnitAccount,
     substep_cuts,
@@ -250,6 +251,33 @@ def test_an_utterance_ended_early_is_read_as_its_vad_end_would_read_it(
     state = ended_early(echo, played=True)
     assert state.user_texts == [] and state.user_turn_speech == 0 and state.user_turn_start is None
     assert state.user_confidence == {}
+
+
+def test_a_short_unsure_reading_over_the_assistants_audio_is_taken_for_its_echo() -> None:
+    """At most two words, one of them read below UNSURE_WORD_P, heard wholly while the
+    assistant's audio played: its own voice misread ("Thank you."), not the user's words; a
+    command, a surer reading, a longer one, or one heard partly in silence, is the user's."""
+    perception = Perception(SileroVad())
+    state = SessionState(action=None)
+    perception.bind(state)
+    state.intervals.append([1.0 * RATE, 5.0 * RATE])  # the assistant plays from 1 s to 5 s
+
+    def reading(text: str, probabilities: list[float], start: float = 2.0) -> Transcript:
+        words = [
+            Word(w, start + 0.1 * i, start + 0.1 * (i + 1), p)
+            for i, (w, p) in enumerate(zip(text.split(), probabilities, strict=True))
+        ]
+        return Transcript(text, words, audio_s=0.5, start=start)
+
+    low = UNSURE_WORD_P / 2
+    assert perception.misheard_echo(reading("Thank you.", [low, 0.99]))
+    assert not perception.misheard_echo(reading("Stop.", [low]))  # a command
+    assert not perception.misheard_echo(reading("Thank you.", [0.5, 0.99]))
+    assert not perception.misheard_echo(reading("Thank you so much.", [low, 0.9, 0.9, 0.9]))
+    assert not perception.misheard_echo(reading("Thank you.", [low, 0.99], start=4.8))
+    assert not perception.misheard_echo(Transcript(""))
+    perception._take_finals([reading("Thank you.", [low, 0.99]), reading("Sure.", [0.9])])
+    assert state.user_texts == ["Sure."]
 
 
 def test_the_users_request_carries_the_least_confidence_of_its_words() -> None:

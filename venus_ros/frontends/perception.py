@@ -31,6 +31,7 @@ import numpy as np
 
 from venus_ros.audio.vad import FRAME_SAMPLES, SAMPLE_RATE
 from venus_ros.core.frontend import FrontendError
+from venus_ros.text.commands import command_of
 from venus_ros.text.echo import strip_echo
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ __all__ = [
     "OVERLAP_PARTIAL_WINDOW_S",
     "SAMPLE_RATE",
     "SILENCE_DB",
+    "UNSURE_MAX_WORDS",
+    "UNSURE_WORD_P",
     "FloorObservation",
     "Perception",
     "PerceptionError",
@@ -93,6 +96,17 @@ ECHO_MARGIN_S = 0.5
 began (the echo's delay through the loudspeaker, the room and the capture buffers) to its end."""
 SAID_KEPT_S = 30.0
 """The assistant's words are kept this long after they played, for that comparison."""
+UNSURE_WORD_P = 0.1
+"""A reading of at most :data:`UNSURE_MAX_WORDS` words heard wholly over the assistant's own
+audio, one of whose words the recogniser gave a probability below this, is taken for its echo
+misread (:meth:`Perception.misheard_echo`) unless it is a command: the recogniser makes words of
+what the canceller leaves of the assistant's voice ("Thank you." at 0.03-0.07 for its first word,
+five times at one moment of one answer, and "Okay." / "three" at 0.06-0.08 as a reply began, on
+training suites 1002645 and 1002647 through the echo path), and they were answered or merged
+into the user's cut-in. The user's own short words read that unsure there were back-channels
+("Okay" at 0.10, "And then." at 0.08) and one "Stop." (0.02), a command."""
+UNSURE_MAX_WORDS = 2
+"""See :data:`UNSURE_WORD_P`."""
 
 
 class PerceptionError(FrontendError):
@@ -337,7 +351,7 @@ class Perception:
         for transcript in transcripts:
             if transcript.kind != "final" or not transcript.text:
                 continue
-            text = self.users_words(transcript)
+            text = "" if self.misheard_echo(transcript) else self.users_words(transcript)
             if text:
                 self.state.user_texts.append(text)
                 if transcript.words:
@@ -345,6 +359,22 @@ class Perception:
                     self.state.user_confidence[text] = sum(probabilities) / len(probabilities)
             elif not self.state.user_texts:
                 self.state.forget_user_turn()
+
+    def misheard_echo(self, transcript: Transcript) -> bool:
+        """Whether ``transcript`` is most likely the assistant's own voice misread: it was heard
+        wholly while the assistant's audio played, it has at most :data:`UNSURE_MAX_WORDS`
+        words, one of them below :data:`UNSURE_WORD_P`, and it is no command to stop or wait
+        (:func:`~venus_ros.text.commands.command_of`)."""
+        words = transcript.words
+        if not words or len(words) > UNSURE_MAX_WORDS:
+            return False
+        if min(w.probability for w in words) >= UNSURE_WORD_P:
+            return False
+        start = transcript.start * SAMPLE_RATE + self.state.offset - self.latency
+        end = start + transcript.audio_s * SAMPLE_RATE
+        if not (self.playing(start) and self.playing(end - 1)):
+            return False
+        return command_of(transcript.text) is None
 
     def users_words(self, transcript: Transcript) -> str:
         """``transcript``'s text without the assistant's own words heard back: those played
