@@ -351,7 +351,7 @@ class Perception:
         for transcript in transcripts:
             if transcript.kind != "final" or not transcript.text:
                 continue
-            text = "" if self.misheard_echo(transcript) else self.users_words(transcript)
+            text = self.users_words(transcript)
             if text:
                 self.state.user_texts.append(text)
                 if transcript.words:
@@ -370,19 +370,20 @@ class Perception:
             return False
         if min(w.probability for w in words) >= UNSURE_WORD_P:
             return False
-        start = transcript.start * SAMPLE_RATE + self.state.offset - self.latency
-        end = start + transcript.audio_s * SAMPLE_RATE
+        start, end = self._mic_span(transcript)
         if not (self.playing(start) and self.playing(end - 1)):
             return False
         return command_of(transcript.text) is None
 
     def users_words(self, transcript: Transcript) -> str:
         """``transcript``'s text without the assistant's own words heard back: those played
-        from :data:`ECHO_MARGIN_S` before its audio began to its end."""
+        from :data:`ECHO_MARGIN_S` before its audio began to its end; nothing when it is the
+        assistant's own voice misread (:meth:`misheard_echo`)."""
+        if self.misheard_echo(transcript):
+            return ""
         if not transcript.text or not self.state.said:
             return transcript.text
-        start = transcript.start * SAMPLE_RATE + self.state.offset - self.latency
-        end = start + transcript.audio_s * SAMPLE_RATE
+        start, end = self._mic_span(transcript)
         self._forget_ended(self.state.said, SAID_KEPT_S)
         played = " ".join(
             text
@@ -390,6 +391,11 @@ class Perception:
             if begin < min(end, stop) and stop > start - ECHO_MARGIN_S * SAMPLE_RATE
         )
         return strip_echo(transcript.text, played)
+
+    def _mic_span(self, transcript: Transcript) -> tuple[float, float]:
+        """Microphone samples ``[start, end)`` of ``transcript``'s audio."""
+        start = transcript.start * SAMPLE_RATE + self.state.offset - self.latency
+        return start, start + transcript.audio_s * SAMPLE_RATE
 
     def playing(self, mic_sample: float) -> bool:
         """Whether the assistant's audio plays at microphone sample ``mic_sample``."""
