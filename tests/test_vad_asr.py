@@ -34,6 +34,7 @@ from venus_ros.audio.asr import (
     SegmentTranscriber,
     Transcript,
     WhisperAsr,
+    default_threads,
     resolve_whisper_model,
     vocabulary_prompt,
 )
@@ -158,7 +159,7 @@ def vad(memory: dict[str, float]) -> SileroVad:
 @pytest.fixture(scope="module")
 def asr(memory: dict[str, float]) -> WhisperAsr:
     rss = psutil.Process().memory_info().rss
-    model = WhisperAsr("tiny.en", compute_type="int8", threads=2)
+    model = WhisperAsr("tiny.en", compute_type="int8")
     memory["asr"] = (psutil.Process().memory_info().rss - rss) / 2**20
     model.transcribe(np.zeros(RATE, np.float32) + 0.01 * np.sin(np.arange(RATE) / 5))  # warm-up
     return model
@@ -330,6 +331,19 @@ def test_missing_model_packages_are_named(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 # -- ASR --------------------------------------------------------------------------------------
+
+
+def test_the_recogniser_takes_one_thread_on_two_cores_and_two_on_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import venus_ros.audio.asr as asr_module
+
+    for cores, threads in ((1, 1), (2, 1), (3, 2), (16, 2)):
+        monkeypatch.setattr(asr_module, "usable_cores", lambda cores=cores: cores)
+        assert default_threads() == threads
+    monkeypatch.setattr(asr_module, "usable_cores", lambda: 2)
+    with pytest.raises(ValueError, match="threads"):
+        WhisperAsr("tiny.en", threads=0)
 
 
 def test_asr_word_error_rate_latency_and_timestamps(

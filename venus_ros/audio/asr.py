@@ -61,7 +61,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from venus_ros.audio.meter import ComputeMeter
+from venus_ros.audio.meter import ComputeMeter, usable_cores
 from venus_ros.audio.vad import ModelPackageMissing, VadEvent, as_float32_mono
 
 __all__ = [
@@ -78,6 +78,7 @@ __all__ = [
     "Transcript",
     "WhisperAsr",
     "Word",
+    "default_threads",
     "encoder_features",
     "looks_degenerate",
     "resolve_whisper_model",
@@ -409,6 +410,19 @@ def vocabulary_prompt(phrases: Sequence[str], max_chars: int = 400) -> str | Non
 # -- recogniser -------------------------------------------------------------------------------
 
 
+def default_threads() -> int:
+    """CTranslate2 threads for the recogniser: 1 on a machine of at most 2 cores, else 2.
+
+    On 2 cores the recogniser shares the machine with the echo canceller, the VAD, the phrase
+    embedder and the reply generator's thread, and two CTranslate2 threads wait on each other
+    more than they gain: measured on 2 vCPUs (tiny.en, int8), one thread read 3-6.5 s
+    utterances with the final beam in 88-94 ms median (p90 167-177 ms) against 109-120 ms
+    (221-261 ms) with two, and ``venus-ros bench frontend --minutes 10 --frontend cascade:aec``
+    gave a unit compute p99 of 329 / 335 ms against 418 / 398 ms (two runs each).
+    """
+    return 1 if usable_cores() <= 2 else 2
+
+
 class WhisperAsr:
     """Whisper (CTranslate2 via faster-whisper) on CPU, for whole VAD-cut segments.
 
@@ -417,7 +431,7 @@ class WhisperAsr:
     Args:
         model: ``"tiny.en"``, ``"base"`` or a CTranslate2 Whisper folder.
         compute_type: CTranslate2 compute type (``"int8"``, ``"int8_float32"``, ``"float32"``).
-        threads: CTranslate2 intra-op CPU threads.
+        threads: CTranslate2 intra-op CPU threads; None: :func:`default_threads`.
         beam_size: 1 for greedy decoding.
         language: Language forced on the decoder.
         word_timestamps: Align words to the audio (costs a little extra decoder time).
@@ -442,7 +456,7 @@ class WhisperAsr:
         self,
         model: str | Path = "tiny.en",
         compute_type: str = "int8",
-        threads: int = 2,
+        threads: int | None = None,
         beam_size: int = 1,
         *,
         language: str = "en",
@@ -458,6 +472,7 @@ class WhisperAsr:
             raise ValueError(f"prompt: at most {MAX_PROMPT_CHARS} characters, got {len(prompt)}")
         if encoder_window not in ("fit", "full"):
             raise ValueError(f"encoder_window: must be 'fit' or 'full', got {encoder_window!r}")
+        threads = default_threads() if threads is None else threads
         if threads < 1 or beam_size < 1:
             raise ValueError("threads and beam_size: must be >= 1")
         self.model_path = resolve_whisper_model(model, cache_dir)

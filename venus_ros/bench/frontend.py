@@ -15,7 +15,6 @@ Goals (issue 6): compute p99 <= 400 ms per unit, no missed deadline, resident me
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -23,6 +22,7 @@ import time
 import numpy as np
 import psutil
 
+from venus_ros.audio.meter import usable_cores
 from venus_ros.bench import figures, goal
 
 COMPUTE_GOAL_MS = 400.0
@@ -98,7 +98,7 @@ def bench_frontend(minutes: float = 10.0, spec: str = "cascade") -> int:
     peak["rss"] = max(peak["rss"], process.memory_info().rss)
     compute_ms = [c * 1000.0 for c in frontend.unit_compute_s]  # type: ignore[attr-defined]
     missed = sum(c > 1000.0 for c in compute_ms)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = usable_cores()
     steps = getattr(frontend, "steps", ())
     turns = sum(1 for s in steps if s.started)
     yields = sum(1 for s in steps if s.yielded)
