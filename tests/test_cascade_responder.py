@@ -929,8 +929,8 @@ def test_a_cut_in_that_was_not_made_out_is_asked_again_only_when_long() -> None:
 def test_a_short_cut_in_the_recogniser_was_unsure_of_is_not_answered_as_heard() -> None:
     """Words of a short cut-in read with little confidence were most likely misheard over the
     assistant ("Stop." read "start."): the assistant says it stopped instead of answering them.
-    A command is still acknowledged however unsure; sure words, and a longer cut-in, are
-    answered as before; a request with no turn cut off is no cut-in."""
+    A command is still acknowledged however unsure; sure words, a question, and a longer cut-in
+    are answered as before; a request with no turn cut off is no cut-in."""
     from venus_ros.frontends.cascade.responder import STOPPED_PHRASE, UNSURE_READING
 
     responder = CascadeResponder(lambda _: True, capabilities=[])
@@ -946,6 +946,8 @@ def test_a_short_cut_in_the_recogniser_was_unsure_of_is_not_answered_as_heard() 
     assert cut_in("start.", UNSURE_READING + 0.2) != STOPPED_PHRASE
     assert cut_in("start.", None) != STOPPED_PHRASE  # confidence unknown: read as heard
     assert cut_in("Wait.", unsure) == "I'll wait."
+    assert cut_in("Wait. What happens if I'm late?", unsure, speech_s=1.4) != STOPPED_PHRASE
+    assert cut_in("What happens if I'm late?", unsure, speech_s=1.4) != STOPPED_PHRASE
     assert cut_in("Is the oven hot yet or not?", unsure, speech_s=2.2) != STOPPED_PHRASE
     plain = UserRequest("start.", 0.0, 0.6, 0.5, True, confidence=unsure)
     responder.reset()

@@ -339,7 +339,8 @@ def recognised_rows(
     Args:
         phrases: From :func:`training_phrases`.
         seed: Fixes voices, rates and noise.
-        asr: A :class:`~venus_ros.audio.asr.WhisperAsr` (default: tiny.en, 2 threads).
+        asr: A :class:`~venus_ros.audio.asr.WhisperAsr` (default: tiny.en, threads from
+            :func:`~venus_ros.audio.asr.default_threads`).
         cache: Recognised partials per phrase, read and filled in (JSON-serialisable).
         progress: Print a line every 50 phrases.
     """
