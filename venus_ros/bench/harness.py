@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from venus_ros.audio.meter import usable_cores
 from venus_ros.bench import figures, goal, probed_graph
 from venus_ros.core.clock import MonotonicClock
 from venus_ros.core.duplex import DuplexLoop
@@ -137,7 +138,7 @@ def bench_harness(tasks: int = 64, heavy: int = 16, seconds: float = 20.0) -> in
             return 1
         print(
             f"foreground unit-boundary jitter, {heavy} CPU-heavy tool tasks in a harness process "
-            f"of their own ({heavy} worker processes, {os.cpu_count()} cores), "
+            f"of their own ({heavy} worker processes, {usable_cores()} cores), "
             f"{len(apart.jitter_ms)} units: {figures(apart.jitter_ms)} "
             f"({goal(apart.jitter_ms, JITTER_P99_GOAL_MS)})"
         )

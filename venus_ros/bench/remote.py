@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import psutil
 
+from venus_ros.audio.meter import usable_cores
 from venus_ros.core.clock import MonotonicClock
 from venus_ros.core.duplex import DuplexLoop
 from venus_ros.core.timeline import Timeline
@@ -154,7 +155,7 @@ def bench_serve(
     speech = _speech()
     print(
         f"venus-ros serve on loopback, frontend {spec or 'cascade'}, {seconds:g} s per row, "
-        f"deadline {deadline_ms:g} ms, {psutil.cpu_count()} CPU(s)"
+        f"deadline {deadline_ms:g} ms, {usable_cores()} CPU(s)"
     )
     print(
         " N | rtt p50  p99 ms | wait p50  p99 ms | units dropped late lost missed | "
