@@ -315,16 +315,22 @@ def test_speaker_plays_acks_flushes_and_writes_exactly_what_it_played(
 # --- speaker accounting on a fake clock (in process, no spinning) ----------------------------
 
 
-def test_speaker_counters_on_a_fake_clock(tmp_path: Path) -> None:
+def speaker_in_process(out: Path) -> tuple[Context, FakeClock, SpeakerNode]:
+    """A speaker node writing to ``out`` on a fake clock, in its own context (not spun)."""
     context = Context()
     rclpy.init(context=context)
     clock = FakeClock()
-    out = tmp_path / "fake.wav"
     node = SpeakerNode(
         clock=clock,
         context=context,
         parameter_overrides=[Parameter("sink", value=f"file:{out}")],
     )
+    return context, clock, node
+
+
+def test_speaker_counters_on_a_fake_clock(tmp_path: Path) -> None:
+    out = tmp_path / "fake.wav"
+    context, clock, node = speaker_in_process(out)
     acks: list[Any] = []
     node._ack_pub.publish = acks.append  # type: ignore[method-assign]
     try:
@@ -353,3 +359,36 @@ def test_speaker_counters_on_a_fake_clock(tmp_path: Path) -> None:
         rclpy.try_shutdown(context=context)
     data, _ = sf.read(str(out), dtype="float32")
     np.testing.assert_array_equal(data, np.concatenate([one[:1200], one]))
+
+
+def test_a_speaker_stopped_as_the_signal_shuts_rclpy_down_still_finishes_its_file(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C shuts the context down on rclpy's signal thread, so it can land between the
+    speaker's check of the context and its last (flushed) ack: the process must still close
+    cleanly, with what was played written to the file (CI saw exit 1 from this race)."""
+    out = tmp_path / "race.wav"
+    context, clock, node = speaker_in_process(out)
+    publish = node._ack_pub.publish
+    shut_down: list[bool] = []
+
+    def signal_lands_first(msg: Any) -> None:
+        if msg.flushed:  # the flush at stop: the signal thread wins the race
+            rclpy.try_shutdown(context=context)
+            shut_down.append(True)
+        publish(msg)
+
+    node._ack_pub.publish = signal_lands_first  # type: ignore[method-assign]
+    try:
+        node.start_up()
+        one = speech(1, 2400, 1)
+        node._on_chunk(audio_to_msg(one, SPEAKER_RATE, 0, node.get_clock().now().to_msg(), "", 1))
+        clock.advance(0.05)
+        node._on_tick()  # 1200 samples played and acked
+        node.close()  # the rest is flushed (acked as such) as the context goes down
+        assert shut_down == [True] and node.acks == 1
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+    data, _ = sf.read(str(out), dtype="float32")
+    np.testing.assert_array_equal(data, one[:1200])

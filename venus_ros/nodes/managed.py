@@ -85,6 +85,22 @@ class ManagedNode(LifecycleNode):
         """The node is in the active state (its streams run)."""
         return self._active.is_set()
 
+    def publish_while_up(self, publisher: Any, msg: Any) -> bool:
+        """Publish ``msg``; False, and nothing raised, if the process is shutting down.
+
+        Ctrl-C or SIGTERM shuts the context down on rclpy's own signal thread, so a
+        ``context.ok()`` checked just before publishing can still be followed by rclpy's
+        "publisher's context is invalid": at shutdown that is no error. Any other failure, or
+        one while the context is up, is raised.
+        """
+        try:
+            publisher.publish(msg)
+        except RuntimeError:  # rclpy's RCLError
+            if self.context.ok():
+                raise
+            return False
+        return True
+
     def start_up(self) -> None:
         """Configure and activate now (``autostart``).
 
