@@ -11,14 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import rclpy
 from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
+from rclpy.context import Context
+from rclpy.parameter import Parameter
 from rclpy.task import Future
 from rosproc import Probe, start_node
 
 from venus_interfaces.action import Delegate
 from venus_interfaces.msg import TaskStatus, TimelineEvent
+from venus_ros.harness.tasks import Task, TaskState
+from venus_ros.nodes.harness import HarnessNode
 from venus_ros.nodes.qos import TOPICS, reliable
 
 WAIT_S = 10.0
@@ -293,3 +298,35 @@ def test_an_unknown_tool_in_config_stops_the_node_with_exit_2(tmp_path: Path) ->
     assert code == 2, output
     assert "configuration error" in output and "no entry under tools is called 'shell'" in output
     assert "Traceback" not in output
+
+
+def test_a_transition_as_the_signal_shuts_rclpy_down_is_no_error(tmp_path: Path) -> None:
+    """Ctrl-C shuts the context down on rclpy's signal thread while the runner's threads still
+    report transitions (running tasks end as the harness closes): a status publish that meets
+    the invalid context ends that report quietly, with nothing raised (the runner would log it
+    as a failed listener, with a traceback)."""
+    context = Context()
+    rclpy.init(context=context)
+    node = HarnessNode(
+        context=context,
+        parameter_overrides=[Parameter("journal_path", value=str(tmp_path / "tasks.db"))],
+    )
+    publish = node._status_pub.publish
+    timeline: list[Any] = []
+    node._timeline_pub.publish = timeline.append  # type: ignore[method-assign]
+
+    def signal_lands_first(msg: Any) -> None:
+        rclpy.try_shutdown(context=context)
+        publish(msg)
+
+    try:
+        node.start_up()
+        node._status_pub.publish = signal_lands_first  # type: ignore[method-assign]
+        task = Task(id="t1", query="what is 1 plus 1", session_id="s", turn_id=0, cutoff_seq=0)
+        node._on_transition(task, None, TaskState.QUEUED)  # no RCLError
+        assert timeline == [] and not context.ok()
+        node._on_progress(task, 0.5, "half")  # the context is down: nothing is sent
+    finally:
+        node.close()
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)

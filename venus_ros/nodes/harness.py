@@ -610,8 +610,10 @@ class HarnessNode(ManagedNode):
 
         return ros_tool_factory(self, callback_group=self._group)(name, entry)
 
-    def _publish_status(self, task: Task, message: str) -> None:
-        self._status_pub.publish(
+    def _publish_status(self, task: Task, message: str) -> bool:
+        """Publish the task's status; False when the process is shutting down."""
+        return self.while_up(
+            self._status_pub.publish,
             TaskStatus(
                 header=Header(stamp=self.get_clock().now().to_msg()),
                 task_id=task.id,
@@ -619,26 +621,25 @@ class HarnessNode(ManagedNode):
                 state=task.state.value,
                 progress=float(task.progress),
                 message=message,
-            )
+            ),
         )
 
     def _on_progress(self, task: Task, fraction: float, message: str) -> None:
         """A running tool reported progress: task status and the goal's feedback."""
-        if not self.context.ok():
-            return
-        self._publish_status(task, message)
+        if not self.context.ok() or not self._publish_status(task, message):
+            return  # the process is shutting down: nobody hears it
         with self._lock:
             goal = self._goals.get(task.id)
         if goal is not None:
-            goal.handle.publish_feedback(
-                Delegate.Feedback(state=task.state.value, progress=fraction, message=message)
+            self.while_up(
+                goal.handle.publish_feedback,
+                Delegate.Feedback(state=task.state.value, progress=fraction, message=message),
             )
 
     def _on_transition(self, task: Task, old: TaskState | None, new: TaskState) -> None:
-        if not self.context.ok():
-            return
         reason = task.reason
-        self._publish_status(task, reason)
+        if not self.context.ok() or not self._publish_status(task, reason):
+            return  # the process is shutting down (the journal has the transition)
         record = self._events.append(
             Kind.TASK_STATE,
             {
@@ -652,12 +653,13 @@ class HarnessNode(ManagedNode):
                 "cutoff_seq": task.cutoff_seq,
             },
         )
-        self._timeline_pub.publish(record_to_msg(record))
+        self.while_up(self._timeline_pub.publish, record_to_msg(record))
         with self._lock:
             goal = self._goals.get(task.id)
         if goal is not None:
-            goal.handle.publish_feedback(
-                Delegate.Feedback(state=new.value, progress=float(task.progress), message=reason)
+            self.while_up(
+                goal.handle.publish_feedback,
+                Delegate.Feedback(state=new.value, progress=float(task.progress), message=reason),
             )
         elif new is TaskState.COMPLETED and old is not TaskState.COMPLETED:
             self._offer(task)  # a recovered task finished: no goal waits for its reply

@@ -23,6 +23,7 @@ in the unconfigured state.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from rcl_interfaces.msg import ParameterDescriptor
@@ -85,8 +86,9 @@ class ManagedNode(LifecycleNode):
         """The node is in the active state (its streams run)."""
         return self._active.is_set()
 
-    def publish_while_up(self, publisher: Any, msg: Any) -> bool:
-        """Publish ``msg``; False, and nothing raised, if the process is shutting down.
+    def while_up(self, send: Callable[..., object], *args: Any) -> bool:
+        """Call ``send(*args)`` (a publish); False, and nothing raised, if the process is
+        shutting down.
 
         Ctrl-C or SIGTERM shuts the context down on rclpy's own signal thread, so a
         ``context.ok()`` checked just before publishing can still be followed by rclpy's
@@ -94,7 +96,7 @@ class ManagedNode(LifecycleNode):
         one while the context is up, is raised.
         """
         try:
-            publisher.publish(msg)
+            send(*args)
         except RuntimeError:  # rclpy's RCLError
             if self.context.ok():
                 raise

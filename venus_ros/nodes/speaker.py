@@ -281,7 +281,7 @@ class SpeakerNode(ManagedNode):
             unit, first_sample = self._queued[0]
             if unit != ack.unit_index:  # a broken invariant, not bad input
                 self.get_logger().error(f"ack for unit {ack.unit_index} but unit {unit} queued")
-            if self.publish_while_up(self._ack_pub, ack_to_msg(ack, first_sample, stamp)):
+            if self.while_up(self._ack_pub.publish, ack_to_msg(ack, first_sample, stamp)):
                 self.acks += 1
             if ack.complete:
                 self._queued.popleft()
