@@ -119,11 +119,13 @@ def test_a_request_to_stop_or_wait_is_answered_by_doing_it(embed, embedded) -> N
         ("Okay, that's enough, thanks.", "Sure, I'll stop."),
         ("Just a sec.", "Take your time."),
         ("Shh, not now.", "I'll be quiet."),
+        ("No, no, no!", "Sorry, I'll stop. What did you mean?"),
     ):
         assert judge.label(JudgeCase(overlap, before, reply, answer)).label == "respond", overlap
     # saying nothing of it, or answering speech that asked something else, is not
     assert judge.label(JudgeCase("Hang on.", before, "Okay.", answer)).label == "unknown"
     assert judge.label(JudgeCase("Mm-hmm.", before, "I'll stop.", answer)).label == "unknown"
+    assert judge.label(JudgeCase("No.", before, "I'll stop.", answer)).label == "unknown"
     case = JudgeCase("Hang on, my keys fell behind the sofa.", before, "I'll wait.", answer)
     assert judge.label(case).label != "respond"
 

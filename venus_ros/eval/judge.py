@@ -243,10 +243,11 @@ _UNCERTAIN = re.compile(
     r"say|(?:could|can) you (?:rephrase|say it differently)|not sure what you (?:mean|meant|said)|"
     r"i didn'?t understand|sorry,? what\??$|you cut out|hard to hear)\b"
 )
-#: An overlap that asks the speaker to stop, pause or be quiet ...
+#: An overlap that asks the speaker to stop, pause or be quiet (a "no" said again and again
+#: over it, "No, no, no.", is one: it has no other content a reply could take up) ...
 _HALT_ASKED = re.compile(
     r"\b(?:stop|wait|pause|hold (?:on|up|it)|hang on|enough|quiet|shh+|hush|not now|"
-    r"(?:one|a|just a|give me a) (?:second|sec|moment|minute))\b"
+    r"no(?:[,.!]? no)+|(?:one|a|just a|give me a) (?:second|sec|moment|minute))\b"
 )
 #: ... and a reply that says the assistant does so (it acts on the overlap).
 _HALT_DONE = re.compile(
