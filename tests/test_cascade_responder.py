@@ -954,6 +954,21 @@ def test_a_short_cut_in_the_recogniser_was_unsure_of_is_not_answered_as_heard() 
     assert responder.respond(plain).spoken != STOPPED_PHRASE  # nothing was cut off
 
 
+def test_a_bare_no_that_cuts_the_assistant_off_is_answered_by_stopping_and_asking() -> None:
+    """ "No, no, no." over the assistant objects to what it was saying: the reply says it stops
+    and asks what was meant. To a silent assistant a bare "no" is only asked about."""
+    from venus_ros.frontends.cascade.responder import NO_OVER_TURN_PHRASE
+
+    responder = CascadeResponder(lambda _: True, capabilities=[])
+    for text in ("No, no, no.", "No no no no!", "No."):
+        responder.heard("The oven is", True, "hot now.")
+        request = UserRequest(text, 0.0, 0.9, 0.8, True, confidence=0.9)
+        assert responder.respond(request).spoken == NO_OVER_TURN_PHRASE, text
+    responder.reset()
+    request = UserRequest("No, no, no.", 0.0, 0.9, 0.8, True, confidence=0.9)
+    assert responder.respond(request).spoken == "Sorry. What did you mean?"
+
+
 def test_a_stop_that_was_not_asked_for_is_taken_back_where_the_turn_was_cut() -> None:
     """A bare back-channel after a cut-in, or speech the assistant stopped for that a session
     part read as said to someone else (``aside``), is not answered: the cut-off turn goes on

@@ -716,6 +716,10 @@ _SLOWER = _phrases(r"\b(?:slow(?:er| down| it down)|more slowly|not so fast|too 
 #: What the assistant says when the user cut in with a short utterance it could not make out:
 #: it has stopped, and gives the user the floor (a longer one is asked again: CLARIFY_PHRASE).
 STOPPED_PHRASE = "I'll stop. Go ahead."
+NO_OVER_TURN_PHRASE = "Sorry, I'll stop. What did you mean?"
+"""The reply to a bare "no" ("No, no, no.") that cut the assistant off: it objects to what was
+being said, so the reply says the assistant stops (it has) and asks what was meant; said to a
+silent assistant, the "no" phrase's own reply only asks."""
 SHORT_CUT_IN_S = 1.5
 """Most speech (s) in a cut-in taken for a command to stop when its words were not made out."""
 UNSURE_READING = 0.45
@@ -1732,6 +1736,8 @@ class CascadeResponder(Responder):
             return about
         fixed = self.fixed_phrase(transcript)
         if fixed is not None:
+            if cut_in and fixed[0] == "no":
+                return "no", NO_OVER_TURN_PHRASE
             return fixed
         if short_cut_in and (
             (not content_words(transcript) and not request_phrase(transcript)[1])
