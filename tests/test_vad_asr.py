@@ -641,6 +641,33 @@ def test_a_probe_that_is_sure_replaces_a_short_reading_by_the_likeliest_phrase(
     assert asr.probed == 1
 
 
+def test_a_sure_probe_weighs_only_the_phrases_with_a_likely_first_token(
+    audio_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each phrase weighed costs a decoder pass over the window: with the probe sure, only the
+    phrases whose first token is within SURE_FIRST_MARGIN of the likeliest are scored, and the
+    reading is replaced as it is when all are."""
+    import venus_ros.audio.asr as asr_module
+
+    asr = WhisperAsr("tiny.en")
+    asr.use_probe(_probe(9.0))
+    clip = speak("Enough.", "en-us+m6", 175, audio_dir)
+    enough = np.concatenate([np.zeros(RATE // 10), clip, np.zeros(RATE * 15 // 100)])
+    scored: list[int] = []
+    score = asr_module._phrase_logprobs
+
+    def counted(model: Any, tokenizer: Any, encoded: Any, ids: Any) -> Any:
+        scored.append(len(ids))
+        return score(model, tokenizer, encoded, ids)
+
+    monkeypatch.setattr(asr_module, "_phrase_logprobs", counted)
+    assert asr.transcribe(enough, expect=COMMAND_PHRASES).text == "Enough."
+    assert asr.probed == 1 and 1 < scored[-1] < 1 + len(COMMAND_PHRASES)  # the reading, some
+    monkeypatch.setattr(asr_module, "SURE_FIRST_MARGIN", float("inf"))
+    assert asr.transcribe(enough, expect=COMMAND_PHRASES).text == "Enough."
+    assert asr.probed == 2 and scored[-1] == 1 + len(COMMAND_PHRASES)
+
+
 def test_a_partial_is_weighed_against_the_phrases_expected_by_the_decoder_alone(
     audio_dir: Path,
 ) -> None:

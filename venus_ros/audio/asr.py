@@ -125,6 +125,14 @@ EXPECT_MARGIN = 1.5
 replace it (on the probe above: corrected commands 1.3 below to 4.2 above; "Go on." heard as
 "Come on." at 0 dB, "Hold on." 1.9 below)."""
 
+SURE_FIRST_MARGIN = 4.0
+"""When a probe is sure, the phrases weighed are those whose first token is at most this many
+nats less likely than the likeliest phrase's first token. Weighing all 16 command phrases took
+0.36 s on 2 cores for one short final (a batched decoder pass over the 10 s window costs ~20 ms
+a phrase), and with the unit's partials it missed a 1 s deadline (training suite 1002645,
+echo). On 220 renderings of the commands and of short non-commands in training voices (the
+probe trainer's renderer, seed 77), the phrase that replaced the reading in the 34 a sure probe
+corrected had the likeliest first token in 33 and one 2.3 nats below it ("Hang on, please.")."""
 PROBE_MARGIN = 6.0
 """How far (nats) below the reading's own log-probability an expected phrase may be and still
 replace it when a probe of the phrases is sure (:class:`PhraseProbe`): the probe pools the
@@ -655,11 +663,15 @@ class WhisperAsr:
         tokenizer = self._phrase_tokenizer()
         model = self._model.model
         phrases = [(p, i) for p in expect if (i := tokenizer.encode(" " + p.strip()))]
-        if not sure:
-            # A phrase is at most as likely as its first token: one decoder step over the
-            # window leaves the phrases that can reach the floor (none, for most back-channels).
-            first = _first_token_logprobs(model, tokenizer, encoded)
-            phrases = [(p, i) for p, i in phrases if first[i[0]] >= EXPECT_FLOOR]
+        # A phrase is at most as likely as its first token: one decoder step over the window
+        # leaves the phrases that can reach the floor (none, for most back-channels), or, when
+        # the probe is sure, those whose first token is within SURE_FIRST_MARGIN of the
+        # likeliest first token (each phrase scored costs a decoder pass over the window).
+        first = _first_token_logprobs(model, tokenizer, encoded)
+        floor = EXPECT_FLOOR
+        if sure and phrases:
+            floor = max(first[i[0]] for _, i in phrases) - SURE_FIRST_MARGIN
+        phrases = [(p, i) for p, i in phrases if first[i[0]] >= floor]
         if not phrases:
             return text, found
         texts = [text, *(p for p, _ in phrases)]
