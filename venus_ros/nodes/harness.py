@@ -626,7 +626,7 @@ class HarnessNode(ManagedNode):
 
     def _on_progress(self, task: Task, fraction: float, message: str) -> None:
         """A running tool reported progress: task status and the goal's feedback."""
-        if not self.context.ok() or not self._publish_status(task, message):
+        if not self._publish_status(task, message):
             return  # the process is shutting down: nobody hears it
         with self._lock:
             goal = self._goals.get(task.id)
@@ -638,7 +638,7 @@ class HarnessNode(ManagedNode):
 
     def _on_transition(self, task: Task, old: TaskState | None, new: TaskState) -> None:
         reason = task.reason
-        if not self.context.ok() or not self._publish_status(task, reason):
+        if not self._publish_status(task, reason):
             return  # the process is shutting down (the journal has the transition)
         record = self._events.append(
             Kind.TASK_STATE,

@@ -83,7 +83,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -172,15 +172,21 @@ class FixedPhrase:
     """A fixed social reply, said when ``pattern`` matches the user's whole request.
 
     The request is matched lower-cased, without punctuation, and without courtesy words
-    around it. An empty ``reply`` repeats the assistant's last reply.
+    around it. An empty ``reply`` repeats the assistant's last reply; ``over_turn``, when set,
+    is said instead when the request cut the assistant off.
     """
 
     name: str
     pattern: str
     reply: str
+    over_turn: str = ""
 
 
 _NAME = r"(?: (?:there|robot|venus|again|everyone|buddy)){0,2}"
+NO_OVER_TURN_PHRASE = "Sorry, I'll stop. What did you mean?"
+"""The reply to a bare "no" ("No, no, no.") that cut the assistant off: it objects to what was
+being said, so the reply says the assistant stops (it has) and asks what was meant; said to a
+silent assistant, the "no" phrase's own reply only asks."""
 CAPABILITIES = "{capabilities}"
 """A fixed reply that is replaced by what the assistant can do (:func:`capability_sentence`)."""
 ABOUT_ME = "{about}"
@@ -208,7 +214,7 @@ FIXED_PHRASES: tuple[FixedPhrase, ...] = (
         "Goodbye! Talk to you soon.",
     ),
     # (bare commands to stop or wait are a family of their own: COMMANDS)
-    FixedPhrase("no", r"no(?: no)+|no", "Sorry. What did you mean?"),
+    FixedPhrase("no", r"no(?: no)+|no", "Sorry. What did you mean?", NO_OVER_TURN_PHRASE),
     # What it can do: said from the configured tools (CAPABILITIES is filled in from them).
     FixedPhrase(
         "capabilities",
@@ -716,10 +722,6 @@ _SLOWER = _phrases(r"\b(?:slow(?:er| down| it down)|more slowly|not so fast|too 
 #: What the assistant says when the user cut in with a short utterance it could not make out:
 #: it has stopped, and gives the user the floor (a longer one is asked again: CLARIFY_PHRASE).
 STOPPED_PHRASE = "I'll stop. Go ahead."
-NO_OVER_TURN_PHRASE = "Sorry, I'll stop. What did you mean?"
-"""The reply to a bare "no" ("No, no, no.") that cut the assistant off: it objects to what was
-being said, so the reply says the assistant stops (it has) and asks what was meant; said to a
-silent assistant, the "no" phrase's own reply only asks."""
 SHORT_CUT_IN_S = 1.5
 """Most speech (s) in a cut-in taken for a command to stop when its words were not made out."""
 UNSURE_READING = 0.45
@@ -1496,7 +1498,7 @@ class CascadeResponder(Responder):
         compiled = []
         for phrase in phrases:
             if phrase.reply in filled:
-                phrase = FixedPhrase(phrase.name, phrase.pattern, filled[phrase.reply])
+                phrase = replace(phrase, reply=filled[phrase.reply])
             try:
                 compiled.append((phrase, re.compile(phrase.pattern, re.IGNORECASE)))
             except re.error as exc:
@@ -1697,15 +1699,17 @@ class CascadeResponder(Responder):
 
     # -- choosing ------------------------------------------------------------------------------
 
-    def fixed_phrase(self, transcript: str) -> tuple[str, str] | None:
-        """``(name, reply)`` of the fixed phrase matching the whole request, or None."""
+    def fixed_phrase(self, transcript: str, cut_in: bool = False) -> tuple[str, str] | None:
+        """``(name, reply)`` of the fixed phrase matching the whole request, or None; with
+        ``cut_in`` (the request cut the assistant off), the phrase's ``over_turn`` reply where
+        it has one."""
         text = _core(transcript)
         if not text:
             return None
         for phrase, regex in self._phrases:
             if regex.fullmatch(text) is None:
                 continue
-            reply = phrase.reply or self._last_spoken
+            reply = (cut_in and phrase.over_turn) or phrase.reply or self._last_spoken
             if not reply:
                 reply = "I haven't said anything yet. What can I do for you?"
             return phrase.name, reply
@@ -1734,10 +1738,8 @@ class CascadeResponder(Responder):
         about = about_cut_turn(*cut, transcript) if cut is not None and transcript else None
         if about is not None:
             return about
-        fixed = self.fixed_phrase(transcript)
+        fixed = self.fixed_phrase(transcript, cut_in)
         if fixed is not None:
-            if cut_in and fixed[0] == "no":
-                return "no", NO_OVER_TURN_PHRASE
             return fixed
         if short_cut_in and (
             (not content_words(transcript) and not request_phrase(transcript)[1])
