@@ -64,3 +64,44 @@ def test_a_stop_that_outlasts_the_report_time_writes_every_threads_stack(
     slow = close_s > CLEANUP_REPORT_S
     assert ("Timeout (0:00:03)!" in err) is slow, err
     assert ("in close" in err) is slow, err  # the frame it was stuck in
+
+
+BROKEN = """
+import sys, threading, time
+import rclpy
+from rclpy.node import Node
+from venus_ros.nodes.runtime import run_node
+
+SHUTS_DOWN = sys.argv[1] == "yes"
+
+class Broken(Node):
+    def __init__(self):
+        super().__init__("broken_by_a_signal")
+        self.create_timer(0.1, self.tick)
+
+    def tick(self):
+        if SHUTS_DOWN:  # as rclpy's signal thread does, a moment after Ctrl-C broke the call
+            threading.Timer(0.2, rclpy.try_shutdown).start()
+        raise RuntimeError("Unable to convert call argument '0' to Python object")
+
+raise SystemExit(run_node(Broken, sys.argv[:1]))
+"""
+
+
+@pytest.mark.parametrize("shuts_down", [True, False])
+def test_an_error_the_shutdown_follows_is_a_clean_stop_and_any_other_a_failure(
+    tmp_path: Path, shuts_down: bool
+) -> None:
+    """Ctrl-C can break the call the executor is in (pybind11 turns the interrupt into a
+    RuntimeError) before rclpy's signal thread shuts the context down: an error the shutdown
+    follows within the grace time is a clean stop (exit 0); one it does not is a failure."""
+    script = tmp_path / "broken_node.py"
+    script.write_text(BROKEN)
+    done = subprocess.run(
+        [sys.executable, str(script), "yes" if shuts_down else "no"],
+        capture_output=True,
+        text=True,
+        timeout=30.0,
+    )
+    assert (done.returncode == 0) is shuts_down, done.stderr
+    assert ("Unable to convert call argument" in done.stderr) is not shuts_down, done.stderr

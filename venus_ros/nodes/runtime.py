@@ -11,6 +11,7 @@ from __future__ import annotations
 import faulthandler
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 
 import rclpy
@@ -24,6 +25,10 @@ from venus_ros.nodes.params import ConfigError, set_process_arguments
 CLEANUP_REPORT_S = 3.0
 """Seconds a node process may take to close its nodes before it reports every thread's stack
 (below ``venus-ros run``'s grace period of 5 s, after which it is killed)."""
+SHUTDOWN_GRACE_S = 1.0
+"""How long an error out of the executor waits for rclpy to shut the context down before it
+counts as a failure: rclpy does that on its own signal thread, after Ctrl-C may already have
+broken the call the executor was in."""
 
 
 def run_node(factory: Callable[[], Node], argv: Sequence[str] | None = None) -> int:
@@ -63,8 +68,10 @@ def run_nodes(factories: Sequence[Callable[[], Node]], argv: Sequence[str] | Non
             pass
         except Exception:
             # A signal can invalidate the context while the executor builds its wait set
-            # (RCLError "context is not valid"): that is a shutdown, not a failure.
-            if rclpy.ok():
+            # (RCLError "context is not valid"), or interrupt a message being taken (pybind11's
+            # "Unable to convert call argument"), before rclpy's signal thread has shut the
+            # context down: that is a shutdown, not a failure.
+            if not _shut_down_within(SHUTDOWN_GRACE_S):
                 raise
         return 0
     except KeyboardInterrupt:
@@ -92,3 +99,13 @@ def run_nodes(factories: Sequence[Callable[[], Node]], argv: Sequence[str] | Non
                 rclpy.try_shutdown()
         finally:
             faulthandler.cancel_dump_traceback_later()
+
+
+def _shut_down_within(seconds: float) -> bool:
+    """Whether the default context is shut down now or within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while rclpy.ok():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
