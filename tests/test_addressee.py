@@ -39,6 +39,7 @@ from venus_ros.frontends.cascade.addressee import (
     load_exclaim_threshold,
     load_statement_threshold,
     opening_of,
+    reads_aside,
     replies,
     restarts,
     set_off_by_pause,
@@ -182,6 +183,18 @@ def test_set_off_opening_finds_what_may_be_a_misheard_name(text: str, opening: s
 )
 def test_asks_tells_questions_and_requests_from_statements(text: str, asking: bool) -> None:
     assert asks(text) is asking
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Hold on, my phone is ringing.", "Hold on my phone is ringing", "One second let me sit down"],
+)
+def test_a_call_to_wait_with_the_speakers_own_reason_reads_aside_however_it_scores(
+    text: str,
+) -> None:
+    # (the recogniser often writes the call to wait without its comma)
+    assert reads_aside(text, 0.99, 0.1, 0.2)
+    assert not reads_aside("Hold on to the rail, please.", 0.99, 0.1, 0.2)
 
 
 @pytest.mark.parametrize(

@@ -869,6 +869,11 @@ def test_a_wait_with_the_users_own_reason_is_acknowledged_not_delegated() -> Non
     assert wait_with_reason("Wait a second, I need to write this down.") == "wait"
     assert wait_with_reason("One sec. Let me find a pen.") == "moment"
     assert wait_with_reason("Okay, hang on, my phone is ringing.") == "wait"
+    # the recogniser's reading without the comma (training suite 1002646)
+    assert wait_with_reason("Hold on my phone is ringing") == "wait"
+    assert wait_with_reason("Just a second let me sit down") == "moment"
+    assert wait_with_reason("Hold on to my bag.") is None  # "hold on to": no call to wait
+    assert wait_with_reason("Hang on can you go slower") is None  # a request to the listener
     assert wait_with_reason("Hold on, can you go slower?") is None  # a request to the listener
     assert wait_with_reason("Wait, I meant the blue one.") is None  # a correction
     assert wait_with_reason("Stop, I need a break.") is None  # no wait

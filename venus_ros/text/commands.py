@@ -79,6 +79,8 @@ _OWN_REASON = re.compile(
     r"(?:i (?:just )?(?:need to|have to|must|gotta|got to)|i've got to|i'm (?:just )?(?:going to|"
     r"gonna)|i'll just|let me|my)\b"
 )
+#: Most words a call to wait run on into its reason is read from ("just a second, let me ...").
+_WAIT_WORDS = 4
 
 
 def normalise(text: str) -> str:
@@ -175,8 +177,22 @@ def wait_with_reason(text: str) -> str | None:
     only the speaker's own reason ("Hold on, I need to write this down.", "One second. Let me
     sit down."), else None. The reason is a statement about the speaker, not a question or a
     request ("Hold on, can you go slower?" is neither): what such an utterance asks of the
-    listener is the wait."""
-    found = None if "?" in text else split_command(text)
+    listener is the wait. The recogniser often leaves out the comma after the call to wait
+    ("Hold on my phone is ringing."): the reason is then found after the call's first words."""
+    if "?" in text:
+        return None
+    found = split_command(text)
+    if found is None:
+        words = normalise(text).split()
+        found = next(
+            (
+                (command, " ".join(words[k:]))
+                for k in range(1, min(_WAIT_WORDS, len(words) - 1) + 1)
+                if (command := command_of(" ".join(words[:k]))) in ("wait", "moment")
+                and _OWN_REASON.match(" ".join(words[k:]))
+            ),
+            None,
+        )
     if found is None or found[0] not in ("wait", "moment"):
         return None
     return found[0] if _OWN_REASON.match(normalise(found[1])) else None
