@@ -18,10 +18,12 @@ from venus_ros.frontends.cascade.embed import (
     BertConfig,
     Embedder,
     build_onnx,
+    load_tuned,
     load_weights,
     model_files,
     packaged_model_dir,
     reference_forward,
+    save_tuned,
 )
 
 TINY = BertConfig(
@@ -146,6 +148,42 @@ def test_model_is_built_once_and_keyed_by_weights(tmp_path: Path) -> None:
     assert other.built and other.model_path != first.model_path
     assert other.name != first.name
     assert not list((tmp_path / "cache" / "embed").glob(".*"))  # no temporary files left
+
+
+def test_tuned_weights_replace_the_models_and_are_keyed(tiny: tuple[Path, Path]) -> None:
+    """A task's tuned top layer (int8 per row on disk) replaces the packaged one: the graph
+    computes the model with it (numpy reference), under a cache key of its own."""
+    model_dir, cache = tiny
+    base = load_weights(model_dir / "model.safetensors")
+    rng = np.random.default_rng(7)
+    layer = "encoder.layer.1."
+    tuned = {
+        k: (v + rng.normal(0.0, 0.05, v.shape)).astype(np.float32)
+        for k, v in base.items()
+        if k.startswith(layer)
+    }
+    path = cache.parent / "tuned.npz"
+    save_tuned(path, tuned)
+    back = load_tuned(path)
+    assert back.keys() == tuned.keys()
+    for name, value in tuned.items():  # int8 per row: within half a step of the largest
+        step = np.abs(value).max(axis=-1, keepdims=True) / 127.0 if value.ndim == 2 else 0.0
+        assert np.all(np.abs(back[name] - value) <= step / 2 + 1e-7)
+    plain = Embedder(model_dir, cache_dir=cache)
+    embedder = Embedder(model_dir, cache_dir=cache, tuned=path)
+    assert embedder.built and embedder.model_path != plain.model_path
+    assert embedder.name != plain.name
+    ids, mask = embedder.tokenize(TEXTS)
+    expected = reference_forward({**base, **back}, embedder.files.config, ids, mask)
+    got = embedder.embed(TEXTS)
+    assert np.abs(got - expected).max() < 1e-4
+    assert np.abs(got - plain.embed(TEXTS)).max() > 1e-3
+    save_tuned(path, {"encoder.layer.9.output.dense.bias": np.zeros(32, np.float32)})
+    with pytest.raises(ValueError, match=r"does not have.*layer\.9"):
+        Embedder(model_dir, cache_dir=cache, tuned=path)
+    path.write_bytes(b"")
+    with pytest.raises((OSError, ValueError)):
+        load_tuned(path)
 
 
 def test_default_cache_follows_xdg_cache_home(

