@@ -32,8 +32,9 @@ Deterministic for a seed, from training material only:
    0.2 s from 0.3 s on), and the whole utterance, as its final transcript (:data:`FINAL_S`;
    the policy reads the finals where there is no partial). Every word prefix of the written
    phrase in recogniser form is added as well (fitting only).
-3. **Features and fit**: as the addressee head (MiniLM embedding next to hashed words and word
-   pairs), :func:`~venus_ros.training.router.fit_logistic`, in :data:`FOLDS` folds split by
+3. **Features and fit**: the frozen MiniLM embedding next to hashed words and word pairs
+   (:func:`~venus_ros.frontends.cascade.texthead.head_features`),
+   :func:`~venus_ros.training.router.fit_logistic`, in :data:`FOLDS` folds split by
    phrase for held-out scores.
 4. **Thresholds**: one for partials and one for final transcripts, chosen together on the
    held-out scores by simulating each spoken sample: it "fires" when any of its partials

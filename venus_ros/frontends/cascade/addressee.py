@@ -19,16 +19,15 @@ its final transcript, where it was, how loud it was) from general evidence, in t
    mean of the utterances judged addressed, starting from :data:`PRIOR_USER_DB`); at least
    :data:`QUIET_MARGIN_DB` below it, and not phrased clearly as a request (text score below
    :data:`CLEAR_REQUEST`, or fewer than :data:`MIN_WORDS` words), -> not addressed.
-5. **Phrasing**: a tiny logistic head on the all-MiniLM-L6-v2 sentence embedding next to
-   hashed words and word pairs (the router's
-   :func:`~venus_ros.frontends.cascade.router.lexical_features`; ``models/addressee.npz``,
-   trained by :mod:`venus_ros.training.addressee` on the training part of the synthesizer's
-   phrase families, the router's corpus and the hand-written
+5. **Phrasing**: all-MiniLM-L6-v2 with its top layers fine-tuned and a logistic output on its
+   sentence embedding (``models/addressee_encoder.npz`` and ``models/addressee.npz``, run in
+   int8 by ONNX Runtime; trained by :mod:`venus_ros.training.addressee` on the training part
+   of the synthesizer's phrase families, the router's corpus and the hand-written
    ``data/addressee_corpus.yaml`` only) scores how much the
    words read as something said to an assistant (a question, a request, a command, chit-chat
-   with it) rather than a remark to someone else, a TV or radio line. The head is weak on its
-   own (on held-out training phrases it keeps 97 % of requests but catches well under half of
-   the remarks, ``models/addressee_report.md``), so it decides only where other evidence
+   with it) rather than a remark to someone else, a TV or radio line. The model is weak on its
+   own (on held-out training phrases it keeps 97 % of requests but catches under half of the
+   remarks, ``models/addressee_report.md``), so it decides only where other evidence
    agrees:
 
    * **softer** than the user (at least :data:`SOFTER_DB` below the user's level: turned away,
@@ -97,6 +96,7 @@ __all__ = [
     "ASK_KEY",
     "CLEAR_REQUEST",
     "CONVERSATION_S",
+    "ENCODER_PATH",
     "EXCLAIM_KEY",
     "JOIN_GAP_S",
     "MIN_WORDS",
@@ -130,6 +130,10 @@ __all__ = [
 ]
 
 MODEL_PATH = Path(__file__).resolve().parent / "models" / "addressee.npz"
+ENCODER_PATH = MODEL_PATH.with_name("addressee_encoder.npz")
+"""The encoder layers tuned with the head at :data:`MODEL_PATH`
+(:func:`~venus_ros.frontends.cascade.embed.save_tuned`; the head reads that encoder's embedding,
+not the shared one the delegation router reads)."""
 """The committed text head (weights, threshold, embedder name, statement threshold)."""
 STATEMENT_KEY = "statement_threshold"
 """Key of the model file's statement threshold (:func:`load_statement_threshold`)."""
@@ -872,20 +876,44 @@ class Addressee:
 
     @property
     def head(self) -> TextHead | None:
-        """The text head (loaded on first use; None when it cannot be loaded)."""
+        """The text head (loaded on first use, :meth:`load`; None when it cannot be loaded)."""
         if not self._head_tried:
-            self._head_tried = True
-            try:
-                self._head = TextHead.load(MODEL_PATH)
-                if self.statement_threshold is None:
-                    self.statement_threshold = load_statement_threshold(MODEL_PATH)
-                if self.ask_threshold is None:
-                    self.ask_threshold = load_ask_threshold(MODEL_PATH)
-                if self.exclaim_threshold is None:
-                    self.exclaim_threshold = load_exclaim_threshold(MODEL_PATH)
-            except (OSError, ValueError):
-                self._head = None
+            self.load()
         return self._head
+
+    def load(self) -> None:
+        """Load the packaged text head and its thresholds, with the tuned encoder it reads
+        (:data:`ENCODER_PATH`, built into an int8 graph on first use: seconds, then cached)
+        when there is one, unless a head was given. Without the head file the gate judges
+        without a text head.
+
+        Raises:
+            ValueError: the head was trained with another encoder than the one it would read.
+        """
+        if self._head_tried:
+            return
+        self._head_tried = True
+        try:
+            self._head = TextHead.load(MODEL_PATH)
+            if self.statement_threshold is None:
+                self.statement_threshold = load_statement_threshold(MODEL_PATH)
+            if self.ask_threshold is None:
+                self.ask_threshold = load_ask_threshold(MODEL_PATH)
+            if self.exclaim_threshold is None:
+                self.exclaim_threshold = load_exclaim_threshold(MODEL_PATH)
+        except (OSError, ValueError):
+            self._head = None
+            return
+        if ENCODER_PATH.is_file():
+            from venus_ros.frontends.cascade.embed import Embedder
+
+            self._embedder = Embedder(variant="int8", tuned=ENCODER_PATH)
+        name = getattr(self._embedder, "name", None)
+        if self._head.embedder and name and name != self._head.embedder:
+            raise ValueError(
+                f"addressee head {MODEL_PATH}: trained with embedder {self._head.embedder!r}, "
+                f"fed by {name!r}; retrain it with `python -m venus_ros.training.addressee`"
+            )
 
     def score(self, texts: Sequence[str]) -> npt.NDArray[np.float64] | None:
         """The text head's probabilities for ``texts`` (None without a head)."""

@@ -610,6 +610,10 @@ def build_cascade(config: CascadeConfig | None = None) -> CascadeFrontend:
     router = getattr(parts.delegator, "__self__", None)
     addressee = Addressee(config.name, embedder=getattr(router, "embedder", None))
     try:
+        addressee.load()  # (its tuned encoder is built now, not at the first utterance)
+    except ValueError as exc:
+        raise FrontendError(f"frontend 'cascade': {exc}") from exc
+    try:
         frontend = CascadeFrontend(parts, addressee=addressee, **kwargs)
     except ValueError as exc:
         raise FrontendError(f"frontend 'cascade': {exc}") from exc
