@@ -130,11 +130,11 @@ __all__ = [
 ]
 
 MODEL_PATH = Path(__file__).resolve().parent / "models" / "addressee.npz"
+"""The committed text head (weights, threshold, embedder name, statement threshold)."""
 ENCODER_PATH = MODEL_PATH.with_name("addressee_encoder.npz")
 """The encoder layers tuned with the head at :data:`MODEL_PATH`
 (:func:`~venus_ros.frontends.cascade.embed.save_tuned`; the head reads that encoder's embedding,
 not the shared one the delegation router reads)."""
-"""The committed text head (weights, threshold, embedder name, statement threshold)."""
 STATEMENT_KEY = "statement_threshold"
 """Key of the model file's statement threshold (:func:`load_statement_threshold`)."""
 ASK_KEY = "ask_threshold"

@@ -606,7 +606,8 @@ def build_cascade(config: CascadeConfig | None = None) -> CascadeFrontend:
         capabilities=capabilities_from_tools(config.tools),
         open_ended=harness_is_open_ended(config.tools),
     )
-    # The addressee's text head reads the router's sentence embeddings (one model in memory).
+    # The addressee's text head reads its own tuned encoder (models/addressee_encoder.npz), or
+    # the router's sentence embeddings when it was trained on those.
     router = getattr(parts.delegator, "__self__", None)
     addressee = Addressee(config.name, embedder=getattr(router, "embedder", None))
     try:
