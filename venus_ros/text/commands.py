@@ -182,17 +182,13 @@ def wait_with_reason(text: str) -> str | None:
     if "?" in text:
         return None
     found = split_command(text)
-    if found is None:
-        words = normalise(text).split()
-        found = next(
-            (
-                (command, " ".join(words[k:]))
-                for k in range(1, min(_WAIT_WORDS, len(words) - 1) + 1)
-                if (command := command_of(" ".join(words[:k]))) in ("wait", "moment")
-                and _OWN_REASON.match(" ".join(words[k:]))
-            ),
-            None,
-        )
-    if found is None or found[0] not in ("wait", "moment"):
-        return None
-    return found[0] if _OWN_REASON.match(normalise(found[1])) else None
+    if found is not None:
+        command, rest = found
+        waits = command in ("wait", "moment") and _OWN_REASON.match(normalise(rest))
+        return command if waits else None
+    words = normalise(text).split()
+    for k in range(1, min(_WAIT_WORDS, len(words) - 1) + 1):
+        command = command_of(" ".join(words[:k]))
+        if command in ("wait", "moment") and _OWN_REASON.match(" ".join(words[k:])):
+            return command
+    return None

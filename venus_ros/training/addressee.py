@@ -521,9 +521,8 @@ def tune_encoder(
     out = torch.nn.Linear(model.config.hidden_size, 1)
     for p in model.parameters():
         p.requires_grad_(False)
-    first = model.config.num_hidden_layers - layers
-    tuned = [f"encoder.layer.{i}." for i in range(first, model.config.num_hidden_layers)]
-    for i in range(first, model.config.num_hidden_layers):
+    top = range(model.config.num_hidden_layers - layers, model.config.num_hidden_layers)
+    for i in top:
         for p in model.encoder.layer[i].parameters():
             p.requires_grad_(True)
     params = [p for p in model.parameters() if p.requires_grad] + list(out.parameters())
@@ -549,7 +548,7 @@ def tune_encoder(
     tensors = {
         name: value.detach().numpy().astype(np.float32)
         for name, value in model.state_dict().items()
-        if name.startswith(tuple(tuned))
+        if name.startswith(tuple(f"encoder.layer.{i}." for i in top))
     }
     coef = out.weight.detach().numpy().reshape(-1).astype(np.float64) * TUNE_SCALE
     return tensors, coef, float(out.bias.detach().numpy()[0])
