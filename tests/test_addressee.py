@@ -17,7 +17,10 @@ from venus_ros.core.clock import FakeClock
 from venus_ros.core.session import run_offline
 from venus_ros.frontends import make_frontend
 from venus_ros.frontends.cascade.addressee import (
+    ASIDE_KEY,
+    ASIDE_SCORE,
     ASK_KEY,
+    CLEAR_KEY,
     CLEAR_REQUEST,
     CONVERSATION_S,
     JOIN_GAP_S,
@@ -26,12 +29,14 @@ from venus_ros.frontends.cascade.addressee import (
     OPENING_MIN_S,
     QUIET_MARGIN_DB,
     SET_OFF_BAR,
+    SET_OFF_KEY,
     SET_OFF_PAUSE_MAX_S,
     SET_OFF_PAUSE_S,
     SOFTER_DB,
     STATEMENT_KEY,
     Addressee,
     Utterance,
+    Verdict,
     acknowledges,
     asks,
     exclaims,
@@ -728,9 +733,12 @@ def test_the_corpus_is_loaded_and_checked(tmp_path: Path) -> None:
 
 def test_trainer_writes_a_loadable_head(tmp_path: Path) -> None:
     from venus_ros.training.addressee import (
+        CLEAR_RECALL,
         MIN_RECALL,
         MIN_RECALL_ASK,
         MIN_RECALL_IDLE,
+        SET_OFF_RECALL,
+        bar_at_recall,
         train_addressee,
         training_texts,
     )
@@ -761,6 +769,15 @@ def test_trainer_writes_a_loadable_head(tmp_path: Path) -> None:
     assert exclaim is None or exclaim == report["exclaim_threshold"]
     if ask is not None:
         assert report["cv_ask_recall"] >= MIN_RECALL_ASK - 1e-9
+    # the gate's bars on this head's scale, stored with it and read by the gate
+    scores, y = report["cv_scores"], report["cv_labels"]
+    for key, share in ((SET_OFF_KEY, SET_OFF_RECALL), (CLEAR_KEY, CLEAR_RECALL)):
+        bar = report[key][0]
+        assert bar == bar_at_recall(scores, y, share)
+        with np.load(tmp_path / MODEL_PATH.name) as data:
+            assert float(data[key]) == bar
+    assert report[CLEAR_KEY][0] >= report[SET_OFF_KEY][0] >= report[ASIDE_KEY][0]
+    assert "frozen-embedding head" in (tmp_path / "addressee_report.md").read_text("utf-8")
     assert "recogniser wrote" in (tmp_path / "addressee_report.md").read_text(encoding="utf-8")
 
 
@@ -891,6 +908,70 @@ def test_tuning_changes_only_the_top_layers_and_scores_through_the_int8_graph(
     scores = _tuned_scores(tensors, coef, intercept, chosen, tmp_path)
     assert scores.shape == (len(chosen),) and np.all((scores > 0.0) & (scores < 1.0))
     assert np.ptp(scores) > 0.0
+
+
+def test_bar_at_recall_keeps_the_share_of_addressed_speech() -> None:
+    from venus_ros.training.addressee import bar_at_recall
+
+    scores = np.array([0.1, 0.2, 0.3, 0.4, 0.9, 0.05, 0.95])
+    labels = np.array([1, 1, 1, 1, 0, 0, 1], dtype=bool)  # addressed: .1 .2 .3 .4 .95
+    assert bar_at_recall(scores, labels, 0.8) == pytest.approx(0.15)  # 4 of 5 reach it
+    assert bar_at_recall(scores, labels, 1.0) == pytest.approx(0.1)  # all of them
+    assert bar_at_recall(scores, labels, 0.2) == pytest.approx((0.4 + 0.95) / 2)
+    kept = scores[labels] >= bar_at_recall(scores, labels, 0.6)
+    assert kept.mean() >= 0.6 and (scores[labels] >= 0.3).mean() == kept.mean()
+    with pytest.raises(ValueError, match="addressed"):
+        bar_at_recall(scores, np.zeros(7, bool), 0.5)
+    with pytest.raises(ValueError, match="recall"):
+        bar_at_recall(scores, labels, 0.0)
+
+
+def test_the_gate_reads_its_bars_from_the_model_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model file's own set-off, clear-request and aside bars replace the defaults (a tuned
+    model's scores sit on another scale); bars given to the gate win; a file without them
+    keeps the defaults."""
+    from venus_ros.frontends.cascade import addressee as gate
+
+    head = TextHead(np.zeros(16), 0.0, 0.4, "hash16")  # every text scores 0.5
+    head.save(tmp_path / "addressee.npz")
+    monkeypatch.setattr(gate, "MODEL_PATH", tmp_path / "addressee.npz")
+    monkeypatch.setattr(gate, "ENCODER_PATH", tmp_path / "addressee_encoder.npz")
+    plain = Addressee("Venus", embedder=HashEmbedder())
+    plain.load()
+    assert (plain.set_off_bar, plain.clear_request, plain.aside_bar) == (
+        SET_OFF_BAR,
+        CLEAR_REQUEST,
+        ASIDE_SCORE,
+    )
+    with np.load(tmp_path / "addressee.npz") as data:
+        fields = {k: data[k] for k in data.files}
+    own = {SET_OFF_KEY: 0.8, CLEAR_KEY: 0.45, ASIDE_KEY: 0.6}
+    np.savez(tmp_path / "addressee.npz", **fields, **own)
+    judge = Addressee("Venus", embedder=HashEmbedder())
+    judge.load()
+    assert (judge.set_off_bar, judge.clear_request, judge.aside_bar) == (0.8, 0.45, 0.6)
+    level = judge.user_db
+    # 0.5: under the file's set-off bar (0.8), over the default's (0.5 is not below 0.5)
+    said = Utterance("Have you seen my glasses?", 0.0, level, opening_s=0.35, pause_s=0.2)
+    assert judge.judge(said).reason == "set_off"
+    assert plain.judge(said).addressed
+    # quiet, but over the file's clear-request bar (0.45): still addressed
+    far = Utterance("What time is it now?", 100.0, level - QUIET_MARGIN_DB - 1.0)
+    assert judge.judge(far).addressed and plain.judge(far).reason == "quiet"
+    # 0.5 is under the file's aside bar, over the default's
+    verdict = Verdict(True, "text", 0.5)
+    assert judge.reads_as_aside(verdict) and not plain.reads_as_aside(verdict)
+    given = Addressee("Venus", embedder=HashEmbedder(), aside_bar=0.3)
+    given.load()
+    assert given.aside_bar == 0.3 and given.set_off_bar == 0.8
+    with pytest.raises(ValueError, match="aside_bar"):
+        Addressee("Venus", aside_bar=1.2)
+    np.savez(tmp_path / "addressee.npz", **fields, **{**own, ASIDE_KEY: 1.5})
+    broken = Addressee("Venus", embedder=HashEmbedder())
+    broken.load()  # a bad file: judged without a head, never with a bar out of range
+    assert broken.head is None and broken.aside_bar == ASIDE_SCORE
 
 
 def test_a_head_trained_with_another_encoder_is_refused(

@@ -44,9 +44,14 @@ finished utterance reads as said to an assistant. Deterministic for a seed:
    the user's level below it is dropped) is the highest that keeps >= :data:`MIN_RECALL_ASK`
    of the addressed texts that ask, as written and as recognised. The report also gives the
    head's held-out recall and specificity on the recognised forms alone (what the gate really
-   reads).
-5. The model is tuned again on everything and written with its report; the statement and
-   question thresholds are stored next to the head in the model file.
+   reads). The gate's bars on the score that were chosen with the frozen-embedding head
+   (:data:`~venus_ros.frontends.cascade.addressee.SET_OFF_BAR`, ``CLEAR_REQUEST``,
+   ``ASIDE_SCORE``) are moved to this model's score scale: each is the highest bar that keeps
+   the share of held-out addressed speech the former bar kept under that head
+   (:data:`SET_OFF_RECALL`, :data:`CLEAR_RECALL`, :data:`ASIDE_RECALL`;
+   :func:`bar_at_recall`).
+5. The model is tuned again on everything and written with its report; the thresholds and
+   bars are stored next to the head in the model file.
 
 Outputs: ``addressee.npz`` (the output layer and the thresholds), ``addressee_encoder.npz`` (the
 tuned layers, :func:`~venus_ros.frontends.cascade.embed.save_tuned`) and
@@ -67,10 +72,13 @@ from typing import Any
 import numpy as np
 
 from venus_ros.frontends.cascade.addressee import (
+    ASIDE_KEY,
     ASK_KEY,
+    CLEAR_KEY,
     ENCODER_PATH,
     EXCLAIM_KEY,
     MODEL_PATH,
+    SET_OFF_KEY,
     STATEMENT_KEY,
     asks,
     exclaims,
@@ -91,6 +99,8 @@ from venus_ros.training.router import (
 )
 
 __all__ = [
+    "ASIDE_RECALL",
+    "CLEAR_RECALL",
     "CORPUS_PATH",
     "EXTRA_ADDRESSED",
     "EXTRA_NAMES",
@@ -102,7 +112,9 @@ __all__ = [
     "MIN_RECALL_IDLE",
     "MISHEARD_WORDS",
     "NOT_ADDRESSED_BY_KIND",
+    "SET_OFF_RECALL",
     "asr_form",
+    "bar_at_recall",
     "calibrate_ask_threshold",
     "calibrate_exclaim_threshold",
     "calibrate_statement_threshold",
@@ -134,6 +146,17 @@ recogniser had garbled, and the issue's delegation recall (>= 0.92) must stay me
 MIN_RECALL_EXCLAIM = 0.96
 """Least share of the addressed statements opening with an exclamation that the exclamation
 rule keeps on held-out folds (:func:`calibrate_exclaim_threshold`)."""
+SET_OFF_RECALL = 0.76
+"""Share of held-out addressed speech the set-off rule's bar keeps: what its bar of 0.5 kept
+under the frozen-embedding head it was chosen with (76.4 % of the 9375 texts, 5 folds, seed
+0)."""
+CLEAR_RECALL = 0.18
+"""Share of held-out addressed speech that scores clearly enough to be addressed when quiet:
+what 0.9 kept under the frozen-embedding head (18.2 %)."""
+ASIDE_RECALL = 0.95
+"""Share of held-out addressed speech that does not read clearly as said to someone else
+(speech the assistant stopped for, below the bar, is taken for an aside): what 0.2 kept under
+the frozen-embedding head (95.5 %)."""
 L2 = 1e-4
 TUNED_LAYERS = 3
 """Top encoder layers fine-tuned (held-out fold 0: 1 layer 35 %, 2 layers 43 %, 3 layers and
@@ -412,6 +435,23 @@ def _heard_cached(seed: int, fresh: bool, progress: bool) -> dict[str, list[str]
     return cached_forms(spoken_phrases(), path, seed=seed, fresh=fresh, progress=progress)
 
 
+def bar_at_recall(scores: np.ndarray, labels: np.ndarray, recall: float) -> float:
+    """The highest bar on ``scores`` that at least ``recall`` of the addressed texts (``labels``
+    true) reach: halfway between the addressed score at that share from the bottom and the
+    one below it, for a margin on both sides.
+
+    Raises:
+        ValueError: no addressed text, or ``recall`` not in (0, 1].
+    """
+    if not 0.0 < recall <= 1.0:
+        raise ValueError(f"recall must be in (0, 1], got {recall!r}")
+    s = np.sort(np.asarray(scores, dtype=np.float64)[np.asarray(labels, dtype=bool)])
+    if not len(s):
+        raise ValueError("no addressed text to calibrate on")
+    k = math.floor((1.0 - recall) * len(s) + 1e-9)
+    return float(s[k] if k == 0 else (s[k - 1] + s[k]) / 2)
+
+
 def calibrate_statement_threshold(
     texts: Sequence[str], scores: np.ndarray, labels: np.ndarray, threshold: float
 ) -> tuple[float, tuple[float, float]]:
@@ -641,7 +681,15 @@ def train_addressee(
     head.save(path)
     with np.load(path, allow_pickle=False) as data:
         fields = {k: data[k] for k in data.files}
-    bars = {STATEMENT_KEY: np.float64(statement)}
+    own = {
+        key: bar_at_recall(held_out, y, share)
+        for key, share in (
+            (SET_OFF_KEY, SET_OFF_RECALL),
+            (CLEAR_KEY, CLEAR_RECALL),
+            (ASIDE_KEY, ASIDE_RECALL),
+        )
+    }
+    bars = {STATEMENT_KEY: np.float64(statement), **{k: np.float64(v) for k, v in own.items()}}
     if ask > 0.0:
         bars[ASK_KEY] = np.float64(ask)
     if exclaim > threshold:
@@ -673,6 +721,7 @@ def train_addressee(
         "cv_exclaim_specificity": cv_exclaim[1],
         "cv_ask_recall": cv_ask[0],
         "cv_ask_specificity": cv_ask[1],
+        **{key: (bar, float((held_out[~y] < bar).mean())) for key, bar in own.items()},
         "heard_texts": int(as_heard.sum()) if spoken else 0,
         "cv_heard_recall": cv_heard.recall,
         "cv_heard_specificity": cv_heard.specificity,
@@ -717,6 +766,13 @@ def _markdown(r: dict[str, Any]) -> str:
         "it is dropped): on the held-out such statements recall "
         f"{100 * r['cv_exclaim_recall']:.1f}% (goal >= {100 * MIN_RECALL_EXCLAIM:.0f}%), "
         f"specificity {100 * r['cv_exclaim_specificity']:.1f}%",
+        f"- the gate's bars on this model's scale, each keeping the share of held-out "
+        "addressed speech the former bar kept under the frozen-embedding head (and the share "
+        "of the rest below it): set-off opening "
+        f"{r[SET_OFF_KEY][0]:.3f} ({100 * SET_OFF_RECALL:.0f}%; "
+        f"{100 * r[SET_OFF_KEY][1]:.1f}%), clear request when quiet {r[CLEAR_KEY][0]:.3f} "
+        f"({100 * CLEAR_RECALL:.0f}%; {100 * r[CLEAR_KEY][1]:.1f}%), aside when stopped for "
+        f"{r[ASIDE_KEY][0]:.3f} ({100 * ASIDE_RECALL:.0f}%; {100 * r[ASIDE_KEY][1]:.1f}%)",
         f"- on the {r['heard_texts']} texts as the recogniser wrote them when training voices "
         "spoke them (all texts where none were spoken), the threshold above: held-out recall "
         f"{100 * r['cv_heard_recall']:.1f}%, specificity {100 * r['cv_heard_specificity']:.1f}%",

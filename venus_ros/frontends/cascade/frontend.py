@@ -73,7 +73,6 @@ from venus_ros.frontends.policy import (
 from venus_ros.text.commands import command_of, split_command
 
 __all__ = [
-    "ASIDE_SCORE",
     "CLARIFY_PHRASE",
     "CUT_IN_SCORE",
     "AddresseeGate",
@@ -85,7 +84,6 @@ __all__ = [
     "build_cascade",
     "load_parts",
     "make_cascade_frontend",
-    "reads_as_aside",
 ]
 
 log = logging.getLogger("venus_ros.frontends.cascade")
@@ -180,33 +178,16 @@ def load_parts(
     return CascadeParts(floor, delegator, query_of, policy_name, router_name, tuple(fallbacks))
 
 
-ASIDE_SCORE = 0.2
-"""Below this text-head score (:attr:`Verdict.score`) speech the assistant stopped for reads
-clearly as not said to it. Chosen on training-split suites (seeds 1002203, 1002502, 1002604,
-1002605; plain input): of the 119 cut-ins the floor stopped for, 3 of 107 interruptions score
-below it (all three misrecognised: "No, no, I'll let it right, Matt.") and 8 of 12 remarks and
-background lines (0.1: 2 and 4; 0.3: 9 and 9)."""
-
 CUT_IN_SCORE = 0.5
 """At or above this interruption-head score (the floor policy's ``interruption_score``) the
 words of speech the assistant stopped for read more likely than not as an interruption, and
-the addressee's reading of them as not said to it (:data:`ASIDE_SCORE`) does not take the stop
-back; a name calling someone else still does. The two heads disagree on misrecognised cut-ins:
-"Sorry to cut in, but in that I keep this option." (interruption head 0.77, addressee 0.07).
-The head's even odds, not a fitted bar; on training-split suites (seeds 1002203, 1002502,
-1002604, 1002605; plain and echo input) 10 stops were taken back as asides without a name, and
-it keeps 5 of the 6 interruptions among them (scores 0.16-0.83) and takes back 3 of the 4
-remarks and background lines (0.26-0.50)."""
-
-
-def reads_as_aside(verdict: Verdict) -> bool:
-    """Whether an addressee verdict reads its speech clearly as not said to the assistant: it
-    calls someone else by name (the floor never stops for that when it hears it in time), or
-    the text head scores it below :data:`ASIDE_SCORE`."""
-    if verdict.reason == "other_name":
-        return True
-    # (a verdict for the assistant's name or an answer to its question has no score)
-    return verdict.score is not None and verdict.score < ASIDE_SCORE
+the addressee's reading of them as not said to it (:meth:`Addressee.reads_as_aside`) does not
+take the stop back; a name calling someone else still does. The two heads disagree on
+misrecognised cut-ins: "Sorry to cut in, but in that I keep this option." (interruption head
+0.77, addressee 0.07). The head's even odds, not a fitted bar; on training-split suites (seeds
+1002203, 1002502, 1002604, 1002605; plain and echo input) 10 stops were taken back as asides
+without a name, and it keeps 5 of the 6 interruptions among them (scores 0.16-0.83) and takes
+back 3 of the 4 remarks and background lines (0.26-0.50)."""
 
 
 class AddresseeGate(SessionPart):
@@ -219,8 +200,8 @@ class AddresseeGate(SessionPart):
     floor policy stopped the assistant for is admitted whatever the verdicts (it was judged an
     interruption: the assistant answers it), without what the policy talked through over the
     same turn before it (:meth:`_drop_talked_through`); when every one of its texts reads
-    clearly as not said to the assistant (:func:`reads_as_aside`: it calls someone else by
-    name, or the addressee's text head scores it below :data:`ASIDE_SCORE`), and, unless one
+    clearly as not said to the assistant (:meth:`Addressee.reads_as_aside`: it calls someone
+    else by name, or the addressee's text head scores it below its aside bar), and, unless one
     calls someone else by name, ``cut_in`` does not read their words as an interruption (a
     score below :data:`CUT_IN_SCORE`) -- or, whatever the verdicts, ``cut_in`` reads them as
     a back-channel, a remark or background talk (a score below
@@ -364,7 +345,9 @@ class AddresseeGate(SessionPart):
         score = None if self.cut_in is None else self.cut_in(" ".join(texts))
         cuts_in = score is not None and score >= CUT_IN_SCORE
         heard_as_remark = score is not None and score < REMARK_SCORE
-        read_as_aside = all(map(reads_as_aside, self.state.verdicts)) and (named or not cuts_in)
+        judge = self.addressee
+        aside = judge is not None and all(map(judge.reads_as_aside, self.state.verdicts))
+        read_as_aside = aside and (named or not cuts_in)
         # A command to stop or wait said over the assistant is said to it, whatever follows
         # ("Wait, what did you ...?" with the question misheard).
         commanded = command_of(texts[0]) is not None or split_command(texts[0]) is not None
