@@ -794,6 +794,11 @@ def test_commands_to_stop_or_wait_are_acknowledged_in_words_that_name_them() -> 
     assert command_of("One moment.") == "moment"
     assert command_of("Quiet, please.") == "quiet"
     assert command_of("Stop talking.") == "quiet"
+    # fillers in any spelling, and the interjection to be quiet, come with commands
+    for said, name in (("Err, stop.", "stop"), ("Ah, hold on.", "wait"), ("Erm, wait.", "wait")):
+        assert command_of(said) == name, said
+    assert command_of("Uhm, hang on, please.") == "wait" and command_of("Sh, wait.") == "quiet"
+    assert command_of("Ah, okay.") is None and command_of("Ahh.") is None  # no command in it
     # anything else in it: not a bare command
     assert command_of("Wait, is that safe?") is None
     assert command_of("No no no.") is None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from venus_ros.text.repair import FILLER_WORDS
 from venus_ros.text.requests import is_question
 from venus_ros.text.speech import split_sentences
 
@@ -26,7 +27,7 @@ __all__ = [
 
 #: Commands to stop or wait, strongest first: ``(name, pattern)`` over lower-case words.
 COMMANDS: tuple[tuple[str, str], ...] = (
-    ("quiet", r"(?:be |keep )?quiet|silence|shush|shh+|hush|stop talking|shut up"),
+    ("quiet", r"(?:be |keep )?quiet|silence|shush|s+h+(?=\s|$)|hush|stop talking|shut up"),
     ("stop", r"let me stop you|stop (?:it|that|please)|stop|enough|that's enough|that is enough"),
     ("never_mind", r"never ?mind|forget (?:it|that)|cancel(?: that)?|scratch that"),
     ("wait", r"wait(?: up)?|hold (?:on|it|up)|hang on"),
@@ -59,10 +60,12 @@ COMMAND_PHRASES: tuple[str, ...] = (
     "One second.",
     "Just a second.",
 )
-#: Words that may come with a command ("okay, stop there", "no no, wait a second, please").
+#: Words that may come with a command ("okay, stop there", "no no, wait a second, please"),
+#: fillers in any spelling ("Err, stop.", "Ah, hold on.": :data:`~venus_ros.text.repair.
+#: FILLER_WORDS`) among them.
 _COURTESY = (
-    r"okay|ok|no|please|sorry|hey|oh|um|uh|er|so|well|right|just|now|then|there|here|for|"
-    r"actually|again|guys|venus|robot|you|hmm|mm"
+    r"okay|ok|no|please|sorry|hey|o+h+|so|well|right|just|now|then|there|here|for|"
+    rf"actually|again|guys|venus|robot|you|{FILLER_WORDS}"
 )
 _COMMAND_UNIT = re.compile(
     "|".join(f"(?P<{name}>{pattern})" for name, pattern in COMMANDS)
