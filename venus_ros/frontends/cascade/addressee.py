@@ -37,9 +37,9 @@ its final transcript, where it was, how loud it was) from general evidence, in t
      :data:`CONVERSATION_S` before it) and at the user's level (:func:`reads_aside`): a
      *statement* that asks nothing (:func:`asks`: no question, no request, "Oh no, it's
      starting to rain.") scoring below the model's statement threshold (low: calibrated on
-     held-out phrases to keep 98 % of addressed statements, since the recogniser garbles some
+     held-out phrases to keep 99.6 % of addressed statements, since the recogniser garbles some
      questions into statements), a *question or request* scoring below the model's question
-     threshold (calibrated to keep 98 % of addressed questions: "Have you fed the dog yet?"
+     threshold (calibrated to keep 99.6 % of addressed questions: "Have you fed the dog yet?"
      reads as said to someone else), or
      an opening set off by a comma that may be a name the recogniser misheard
      (:func:`set_off_opening`: "Sea bee, could you ..." for a name it never heard), or a
