@@ -53,7 +53,7 @@ finished utterance reads as said to an assistant. Deterministic for a seed:
 5. The model is tuned again on everything and written with its report; the thresholds and
    bars are stored next to the head in the model file.
 
-Outputs: ``addressee.npz`` (the output layer and the thresholds), ``addressee_encoder.npz`` (the
+Outputs: ``addressee.npz`` (the output layer, thresholds and bars), ``addressee_encoder.npz`` (the
 tuned layers, :func:`~venus_ros.frontends.cascade.embed.save_tuned`) and
 ``addressee_report.md`` in ``frontends/cascade/models``.
 """
@@ -139,9 +139,9 @@ that had not seen it), and a request must not be lost. With the fine-tuned encod
 scores crowd at 0 and 1, this puts the bar at the grid's floor (0.01); 98 % would put it at
 0.15 (held-out specificity 29 -> 51 %) and dropped 8 idle remarks of training suite 1002646
 and no request of 1002649, but on a fresh evaluation suite (12118) it dropped 5 of about 90
-requests to an idle robot that the recogniser had garbled ("Let me know when 3 hours have
-passed, you know." 0.035; "We're counting the fastest weights on the hospital at rush hour."
-0.05), so it stays."""
+requests to an idle robot, ones the recogniser garbled or the model misreads ("Let me know
+when 3 hours have passed, you know." 0.035; "We're counting the fastest weights on the
+hospital at rush hour." 0.05), so it stays."""
 MIN_RECALL_ASK = MIN_RECALL_IDLE
 """Least share of the addressed questions and requests (:func:`~venus_ros.frontends.cascade.
 addressee.asks`) the question rule keeps on held-out folds, as written and as recognised
