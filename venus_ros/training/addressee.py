@@ -643,7 +643,7 @@ def train_addressee(
     texts, y, groups = training_texts(heard)
     folds = grouped_folds(y, groups, seed, FOLDS)
     frozen = embedder is not None
-    if embedder is not None:
+    if frozen:
         x = head_features(embedder.embed(texts), texts, LEXICAL_DIMS, LEXICAL_SCALE)
         held_out = held_out_scores(x, y, folds, L2)
         coef, intercept = fit_logistic(x, y, L2)
@@ -659,10 +659,12 @@ def train_addressee(
                 held_out[test] = _tuned_scores(*fold_model, tested, Path(tmp))
         tensors, coef, intercept = tune_encoder(texts, y, seed=seed)
         out_dir.mkdir(parents=True, exist_ok=True)
-        from venus_ros.frontends.cascade.embed import Embedder, save_tuned
+        from venus_ros.frontends.cascade import embed
 
-        save_tuned(out_dir / ENCODER_PATH.name, tensors)
-        embedder_name = Embedder(variant="int8", tuned=out_dir / ENCODER_PATH.name).name
+        embed.save_tuned(out_dir / ENCODER_PATH.name, tensors)
+        files = embed.model_files()
+        key = embed.model_key(files, out_dir / ENCODER_PATH.name)
+        embedder_name = embed.embedder_name(files, "int8", key)
         lexical_dims = 0
     threshold = calibrate_threshold(held_out, y, MIN_RECALL)
     cv = metrics(held_out, y, threshold)

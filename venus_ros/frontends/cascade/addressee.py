@@ -809,6 +809,18 @@ def _joined_level(first: Utterance, second: Utterance) -> float | None:
     return 10.0 * math.log10(power / (first.voiced_s + second.voiced_s))
 
 
+#: The thresholds and bars of the gate a model file may hold: (attribute of
+#: :class:`Addressee`, key in the file, value where neither the caller nor the file gives one).
+_FILE_BARS: tuple[tuple[str, str, float | None], ...] = (
+    ("statement_threshold", STATEMENT_KEY, None),
+    ("ask_threshold", ASK_KEY, None),
+    ("exclaim_threshold", EXCLAIM_KEY, None),
+    ("set_off_bar", SET_OFF_KEY, SET_OFF_BAR),
+    ("clear_request", CLEAR_KEY, CLEAR_REQUEST),
+    ("aside_bar", ASIDE_KEY, ASIDE_SCORE),
+)
+
+
 class Addressee:
     """Judges finished utterances (see the module docstring for the evidence and its order).
 
@@ -843,6 +855,14 @@ class Addressee:
         user_db: The user's running voiced level, dBFS.
         verdicts: Every verdict of the session, in order.
     """
+
+    # The thresholds and bars in use (the arguments above; set from :data:`_FILE_BARS`).
+    statement_threshold: float | None
+    ask_threshold: float | None
+    exclaim_threshold: float | None
+    set_off_bar: float
+    clear_request: float
+    aside_bar: float
 
     def __init__(
         self,
@@ -891,14 +911,10 @@ class Addressee:
         for key, bar in bars.items():
             if bar is not None and not 0.0 < bar < 1.0:
                 raise ValueError(f"addressee: {key} must be in (0, 1), got {bar!r}")
-        self.statement_threshold = statement_threshold
-        self.ask_threshold = ask_threshold
-        self.exclaim_threshold = exclaim_threshold
-        #: The bars given (None: the committed model's, on :meth:`load`).
-        self._given = (set_off_bar, clear_request, aside_bar)
-        self.set_off_bar = SET_OFF_BAR if set_off_bar is None else set_off_bar
-        self.clear_request = CLEAR_REQUEST if clear_request is None else clear_request
-        self.aside_bar = ASIDE_SCORE if aside_bar is None else aside_bar
+        #: The thresholds and bars given (None: the committed model's, on :meth:`load`).
+        self._given = bars
+        for attr, _, default in _FILE_BARS:
+            setattr(self, attr, default if bars[attr] is None else bars[attr])
         self._last_addressed_s: float | None = None
         self._last_turn_end_s: float | None = None
         self._previous: Utterance | None = None
@@ -943,21 +959,13 @@ class Addressee:
         self._head_tried = True
         try:
             self._head = TextHead.load(MODEL_PATH)
-            if self.statement_threshold is None:
-                self.statement_threshold = load_statement_threshold(MODEL_PATH)
-            if self.ask_threshold is None:
-                self.ask_threshold = load_ask_threshold(MODEL_PATH)
-            if self.exclaim_threshold is None:
-                self.exclaim_threshold = load_exclaim_threshold(MODEL_PATH)
-            own = [_load_bar(MODEL_PATH, key) for key in (SET_OFF_KEY, CLEAR_KEY, ASIDE_KEY)]
+            stored = {attr: _load_bar(MODEL_PATH, key) for attr, key, _ in _FILE_BARS}
         except (OSError, ValueError):
             self._head = None
             return
-        given, defaults = self._given, (SET_OFF_BAR, CLEAR_REQUEST, ASIDE_SCORE)
-        self.set_off_bar, self.clear_request, self.aside_bar = (
-            g if g is not None else o if o is not None else d
-            for g, o, d in zip(given, own, defaults, strict=True)
-        )
+        for attr, _, default in _FILE_BARS:
+            if self._given[attr] is None:
+                setattr(self, attr, default if stored[attr] is None else stored[attr])
         if ENCODER_PATH.is_file():
             from venus_ros.frontends.cascade.embed import Embedder
 

@@ -62,6 +62,7 @@ __all__ = [
     "Variant",
     "build_onnx",
     "cached_model_path",
+    "embedder_name",
     "load_tuned",
     "load_weights",
     "model_files",
@@ -514,15 +515,24 @@ def _user_cache_dir() -> Path:
     return Path(base) / "venus_ros"
 
 
-def model_key(files: ModelFiles) -> str:
-    """Hash of the weights, ``config.json`` and :data:`GRAPH_VERSION` (20 hex digits)."""
+def model_key(files: ModelFiles, tuned: str | Path | None = None) -> str:
+    """Hash of the weights, ``config.json`` and :data:`GRAPH_VERSION` (20 hex digits); with
+    ``tuned`` (weights that replace some of the model's, :func:`save_tuned`), its
+    :func:`tuned_key`."""
     digest = hashlib.sha256()
     digest.update(f"graph-v{GRAPH_VERSION}\n".encode())
     digest.update((files.root / "config.json").read_bytes())
     with open(files.weights, "rb") as stream:
         while chunk := stream.read(8 << 20):
             digest.update(chunk)
-    return digest.hexdigest()[:20]
+    key = digest.hexdigest()[:20]
+    return key if tuned is None else tuned_key(key, tuned)
+
+
+def embedder_name(files: ModelFiles, variant: Variant, key: str) -> str:
+    """The name of an :class:`Embedder` of ``files`` (:func:`model_key` ``key``) in
+    ``variant``, as a head trained on its embeddings records it."""
+    return f"{files.root.parent.name}/{files.root.name}@{key[:12]}/{variant}"
 
 
 def _ffn_output_matmuls(path: Path) -> list[str]:
@@ -567,8 +577,7 @@ def cached_model_path(
         raise ValueError(f"variant must be 'fp32' or 'int8', got {variant!r}")
     folder = (Path(cache_dir) if cache_dir is not None else _user_cache_dir()) / "embed"
     if key is None:
-        key = model_key(files)
-        key = tuned_key(key, tuned) if tuned is not None else key
+        key = model_key(files, tuned)
     fp32 = folder / f"bert-{key}-fp32.onnx"
     target = folder / f"bert-{key}-{variant}.onnx"
     if target.is_file():
@@ -641,10 +650,8 @@ class Embedder:
 
         self.files = model_files(model_dir)
         self.variant = variant
-        key = model_key(self.files)
-        if tuned is not None:
-            key = tuned_key(key, tuned)
-        self.name = f"{self.files.root.parent.name}/{self.files.root.name}@{key[:12]}/{variant}"
+        key = model_key(self.files, tuned)
+        self.name = embedder_name(self.files, variant, key)
         self.model_path, self.built = cached_model_path(
             self.files, variant, cache_dir, key, tuned=tuned
         )
