@@ -929,6 +929,41 @@ def test_partials_and_short_finals_are_read_greedily_longer_finals_with_the_beam
         asr._model.transcribe = model_transcribe
 
 
+def test_a_segment_is_read_as_the_stream_reads_its_partials_and_finals(
+    asr: WhisperAsr, scenes: list[Scene]
+) -> None:
+    """``read`` decodes a given segment as the stream decodes a partial (greedy, never re-run,
+    weighed against the expected phrases of two words or more by the decoder alone) or a
+    final (re-run where it must be, weighed against them all with the probe, a long one with
+    the beam), and charges its compute; the trainers read their spoken samples so."""
+    calls: list[dict[str, Any]] = []
+    transcribe = asr.transcribe
+
+    def spy(audio: np.ndarray, **kwargs: Any) -> Transcript:
+        calls.append(kwargs)
+        return replace(transcribe(audio, **kwargs), compute_s=0.25)
+
+    asr.transcribe = spy  # type: ignore[method-assign]
+    try:
+        sc = scenes[0]
+        seg = SegmentTranscriber(asr)
+        seg.expect = ("Hold on.", "Stop.")
+        speech = sc.signal[sc.start : sc.end]
+        assert speech.size / RATE > EXPECT_MAX_S
+        seg.read(speech[:RATE], "partial")
+        final = seg.read(speech, "final")
+        assert calls == [
+            dict(words=False, retry=False, expect=("Hold on.",), probe=False, beam_size=1),
+            dict(words=None, retry=True, expect=("Hold on.", "Stop."), probe=True, beam_size=None),
+        ]
+        assert seg.compute_s == 0.5 and final.start == 0.0
+        assert wer([sc.text], [final.text]) <= 0.2, final.text
+        seg.read(speech[: RATE // 2], "final")  # a short final: greedily
+        assert calls[-1]["beam_size"] == 1
+    finally:
+        asr.transcribe = transcribe  # type: ignore[method-assign]
+
+
 def test_asr_base_model_joined_from_two_packages(
     scenes: list[Scene], tmp_path: Path, capsys: Any
 ) -> None:

@@ -956,7 +956,15 @@ class SegmentTranscriber:
         lo = max(start - self._buf_start, 0)
         return self._buf[lo : max(end - self._buf_start, lo)]
 
-    def _transcribe(self, start: int, end: int, kind: str) -> Transcript:
+    def read(self, audio: npt.NDArray[np.float32], kind: str) -> Transcript:
+        """Recognise ``audio`` (16 kHz mono) as this transcriber reads a ``"partial"``, a
+        ``"final"`` or a ``"piece"`` (decoding, retry and :attr:`expect` as the class docstring
+        says); word times from its first sample. The compute is added to :attr:`compute_s`.
+        The trainers read their spoken samples so, as the frontend will.
+
+        Raises:
+            ValueError: Malformed samples.
+        """
         # a partial is read for its words, not their times (no alignment), and greedily (it
         # comes every step and the final replaces it), as is a short final; it is weighed
         # against the expected phrases of two words or more, without their probe (see the
@@ -967,14 +975,18 @@ class SegmentTranscriber:
         else:
             expect = self.expect if kind == "final" else ()
         got = self.asr.transcribe(
-            self._audio(start, end),
+            audio,
             words=False if partial else None,
             retry=not partial,
             expect=expect,
             probe=not partial,
-            beam_size=1 if partial or end - start <= self.greedy_max_samples else None,
+            beam_size=1 if partial or len(audio) <= self.greedy_max_samples else None,
         )
         self.compute_s += got.compute_s
+        return got
+
+    def _transcribe(self, start: int, end: int, kind: str) -> Transcript:
+        got = self.read(self._audio(start, end), kind)
         offset = start / SAMPLE_RATE
         words = [replace(w, start=w.start + offset, end=w.end + offset) for w in got.words]
         return replace(got, words=words, start=offset, kind=kind)  # type: ignore[arg-type]

@@ -27,11 +27,13 @@ Deterministic for a seed, from training material only:
    taken under another kind.
 2. **What the recogniser makes of them**: each phrase is spoken by seeded training voices
    (espeak-ng, :data:`~venus_ros.eval.synth.FAMILIES` voices and rates), optionally under
-   generated room noise, and Whisper tiny.en transcribes its first :data:`PREFIXES_S` seconds,
-   as the frontend's partial transcripts do while the user talks over the assistant (every
+   generated room noise, and Whisper tiny.en reads its first :data:`PREFIXES_S` seconds, as
+   the frontend's partial transcripts do while the user talks over the assistant (every
    0.2 s from 0.3 s on), and the whole utterance, as its final transcript (:data:`FINAL_S`;
-   the policy reads the finals where there is no partial). Every word prefix of the written
-   phrase in recogniser form is added as well (fitting only).
+   the policy reads the finals where there is no partial), each the way the frontend reads
+   speech over its turn (:func:`over_turn_reader`: greedy partials never re-run, weighed
+   against the commands it expects, and finals with its beam and command probe). Every word
+   prefix of the written phrase in recogniser form is added as well (fitting only).
 3. **Features and fit**: the frozen MiniLM embedding next to hashed words and word pairs
    (:func:`~venus_ros.frontends.cascade.texthead.head_features`),
    :func:`~venus_ros.training.router.fit_logistic`, in :data:`FOLDS` folds split by
@@ -47,7 +49,8 @@ Deterministic for a seed, from training material only:
 
 The recognised transcripts are cached per phrase under the user cache directory
 (``$XDG_CACHE_HOME`` or ``~/.cache``, then ``venus_ros/interruption_partials.json``; ``--fresh``
-redoes them); they depend on the phrase, the seed and the recogniser only.
+redoes them); they depend on the phrase, the seed and the recogniser only (about 45 minutes on
+two cores without them).
 """
 
 from __future__ import annotations
@@ -65,7 +68,11 @@ from typing import Any
 
 import numpy as np
 
-from venus_ros.frontends.cascade.floor import INTERRUPTION_PATH, calls_someone_else
+from venus_ros.frontends.cascade.floor import (
+    INTERRUPTION_PATH,
+    TrainedFloorPolicy,
+    calls_someone_else,
+)
 from venus_ros.frontends.cascade.texthead import TextHead, head_features
 from venus_ros.training.addressee import EXTRA_NOT_ADDRESSED, asr_form, evaluation_phrases
 from venus_ros.training.heldout import HeldOut
@@ -340,8 +347,8 @@ def recognised_rows(
     Args:
         phrases: From :func:`training_phrases`.
         seed: Fixes voices, rates and noise.
-        asr: A :class:`~venus_ros.audio.asr.WhisperAsr` (default: tiny.en, threads from
-            :func:`~venus_ros.audio.asr.default_threads`).
+        asr: A :class:`~venus_ros.audio.asr.WhisperAsr` (default: as
+            :func:`over_turn_reader` builds it).
         cache: Recognised partials per phrase, read and filled in (JSON-serialisable).
         progress: Print a line every 50 phrases.
     """
@@ -356,7 +363,7 @@ def recognised_rows(
         count = phrase.voices or (
             1 if sizes[phrase.group] > 1 else VOICES_PER_PHRASE.get(phrase.kind, DEFAULT_VOICES)
         )
-        key = f"{seed}|{phrase.kind}|{count}|{PREFIXES_S}|final|{phrase.text}"
+        key = f"{seed}|{phrase.kind}|{count}|{PREFIXES_S}|over-turn|{phrase.text}"
         samples = cache.get(key)
         if samples is None:
             rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
@@ -372,11 +379,36 @@ def recognised_rows(
     return rows
 
 
+def over_turn_reader(asr: Any = None) -> Any:
+    """A :class:`~venus_ros.audio.asr.SegmentTranscriber` that reads speech as the cascade
+    frontend reads it over the assistant's turn: its recogniser (the final beam), its command
+    probe, and the floor policy's expected phrases (partials greedy and never re-run, weighed
+    against the commands of two words or more; finals weighed against all of them).
+
+    Args:
+        asr: A :class:`~venus_ros.audio.asr.WhisperAsr` (default: tiny.en with the frontend's
+            final beam, no word alignment, and the committed command probe).
+    """
+    from venus_ros.audio.asr import PhraseProbe, SegmentTranscriber, WhisperAsr
+    from venus_ros.frontends.policy import FINAL_BEAM_SIZE
+
+    if asr is None:
+        asr = WhisperAsr(beam_size=FINAL_BEAM_SIZE, word_timestamps=False)
+        if TrainedFloorPolicy.expected_probe is not None:
+            probe = PhraseProbe.load(TrainedFloorPolicy.expected_probe)
+            if probe.model == asr.model_name:
+                asr.use_probe(probe)
+    reader = SegmentTranscriber(asr)
+    reader.expect = tuple(TrainedFloorPolicy.expected_over_turn)
+    return reader
+
+
 class _Speaker:
     """Training voices (espeak-ng) and the recogniser, built on first use."""
 
     def __init__(self, asr: Any = None) -> None:
         self._asr = asr
+        self._reader: Any = None
         self._engines: dict[str, Any] = {}
 
     def partials(self, text: str, count: int, rng: np.random.Generator) -> list[list[list[Any]]]:
@@ -388,10 +420,8 @@ class _Speaker:
         from venus_ros.audio.tts import EspeakTts
         from venus_ros.eval.synth import FAMILIES, RATE_WPM, trim
 
-        if self._asr is None:
-            from venus_ros.audio.asr import WhisperAsr
-
-            self._asr = WhisperAsr(word_timestamps=False)
+        if self._reader is None:
+            self._reader = over_turn_reader(self._asr)
         voices = FAMILIES["train"].espeak_voices
         lead = np.zeros(round(LEAD_S * SAMPLE_RATE), np.float32)
         tail = round(TAIL_S * SAMPLE_RATE)
@@ -419,11 +449,11 @@ class _Speaker:
                 end = round((prefix + LEAD_S) * SAMPLE_RATE)
                 if end > speech + SAMPLE_RATE // 10:
                     break
-                heard = " ".join(self._asr.transcribe(audio[:end]).text.split())
+                heard = " ".join(self._reader.read(audio[:end], "partial").text.split())
                 if heard != seen:
                     partials.append([prefix, heard])
                     seen = heard
-            partials.append([None, " ".join(self._asr.transcribe(audio).text.split())])
+            partials.append([None, " ".join(self._reader.read(audio, "final").text.split())])
             out.append(partials)
         return out
 
