@@ -960,7 +960,7 @@ class SegmentTranscriber:
         """Recognise ``audio`` (16 kHz mono) as this transcriber reads a ``"partial"``, a
         ``"final"`` or a ``"piece"`` (decoding, retry and :attr:`expect` as the class docstring
         says); word times from its first sample. The compute is added to :attr:`compute_s`.
-        The trainers read their spoken samples so, as the frontend will.
+        The interruption trainer reads its spoken samples through it, as the stream would.
 
         Raises:
             ValueError: Malformed samples.

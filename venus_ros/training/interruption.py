@@ -64,7 +64,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -77,6 +77,9 @@ from venus_ros.frontends.cascade.texthead import TextHead, head_features
 from venus_ros.training.addressee import EXTRA_NOT_ADDRESSED, asr_form, evaluation_phrases
 from venus_ros.training.heldout import HeldOut
 from venus_ros.training.router import TextEmbedder, fit_logistic, grouped_folds, held_out_scores
+
+if TYPE_CHECKING:
+    from venus_ros.audio.asr import SegmentTranscriber, WhisperAsr
 
 __all__ = [
     "CORPUS_PATH",
@@ -379,7 +382,7 @@ def recognised_rows(
     return rows
 
 
-def over_turn_reader(asr: Any = None) -> Any:
+def over_turn_reader(asr: WhisperAsr | None = None) -> SegmentTranscriber:
     """A :class:`~venus_ros.audio.asr.SegmentTranscriber` that reads speech as the cascade
     frontend reads it over the assistant's turn: its recogniser (the final beam), its command
     probe, and the floor policy's expected phrases (partials greedy and never re-run, weighed
@@ -408,7 +411,7 @@ class _Speaker:
 
     def __init__(self, asr: Any = None) -> None:
         self._asr = asr
-        self._reader: Any = None
+        self._reader: SegmentTranscriber | None = None
         self._engines: dict[str, Any] = {}
 
     def partials(self, text: str, count: int, rng: np.random.Generator) -> list[list[list[Any]]]:
