@@ -76,6 +76,7 @@ __all__ = [
     "PhraseProbe",
     "SegmentTranscriber",
     "Transcript",
+    "TranscriptKind",
     "WhisperAsr",
     "Word",
     "default_threads",
@@ -252,6 +253,11 @@ class Word:
     probability: float
 
 
+TranscriptKind = Literal["final", "piece", "partial"]
+"""What a :class:`Transcript` is of: a whole utterance, a piece cut from a long one, or the
+utterance so far."""
+
+
 @dataclass(frozen=True)
 class Transcript:
     """Text of one stretch of audio.
@@ -276,7 +282,7 @@ class Transcript:
     compute_s: float = 0.0
     audio_s: float = 0.0
     start: float = 0.0
-    kind: Literal["final", "piece", "partial"] = "final"
+    kind: TranscriptKind = "final"
 
     @property
     def end(self) -> float:
@@ -956,7 +962,7 @@ class SegmentTranscriber:
         lo = max(start - self._buf_start, 0)
         return self._buf[lo : max(end - self._buf_start, lo)]
 
-    def read(self, audio: npt.NDArray[np.float32], kind: str) -> Transcript:
+    def read(self, audio: npt.NDArray[np.float32], kind: TranscriptKind) -> Transcript:
         """Recognise ``audio`` (16 kHz mono) as this transcriber reads a ``"partial"``, a
         ``"final"`` or a ``"piece"`` (decoding, retry and :attr:`expect` as the class docstring
         says); word times from its first sample. The compute is added to :attr:`compute_s`.
@@ -985,13 +991,13 @@ class SegmentTranscriber:
         self.compute_s += got.compute_s
         return got
 
-    def _transcribe(self, start: int, end: int, kind: str) -> Transcript:
+    def _transcribe(self, start: int, end: int, kind: TranscriptKind) -> Transcript:
         got = self.read(self._audio(start, end), kind)
         offset = start / SAMPLE_RATE
         words = [replace(w, start=w.start + offset, end=w.end + offset) for w in got.words]
-        return replace(got, words=words, start=offset, kind=kind)  # type: ignore[arg-type]
+        return replace(got, words=words, start=offset, kind=kind)
 
-    def _joined(self, last: Transcript, kind: str) -> Transcript:
+    def _joined(self, last: Transcript, kind: TranscriptKind) -> Transcript:
         parts = [*self._pieces, last]
         start = parts[0].start
         return Transcript(
@@ -1001,7 +1007,7 @@ class SegmentTranscriber:
             sum(p.compute_s for p in parts),
             last.end - start,
             start,
-            kind,  # type: ignore[arg-type]
+            kind,
         )
 
     def _cut_point(self, lo: int, hi: int) -> int:
