@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from test_floor_policy import CountingEmbedder, make_obs, overlapping
 
-from venus_ros.audio.asr import PhraseProbe
 from venus_ros.frontends.cascade.floor import (
     INTERRUPTION_PATH,
     LEVEL_MIN_SPEECH_S,
@@ -32,7 +31,6 @@ from venus_ros.training.interruption import (
     Row,
     choose_threshold,
     load_corpus,
-    over_turn_reader,
     recognised_rows,
     train_interruption,
     training_phrases,
@@ -148,19 +146,6 @@ def test_final_transcripts_get_their_own_threshold_where_that_catches_more() -> 
     threshold, final, rates = choose_threshold(scores, rows, limits)
     assert (threshold, final) == (pytest.approx(0.95), np.inf)
     assert rates["interruption"] == 0.5
-
-
-def test_training_reads_speech_as_the_frontend_reads_it_over_its_turn() -> None:
-    """The trainer's recogniser is the frontend's: its final beam, its command probe and the
-    phrases the floor policy expects over the assistant's turn."""
-    from venus_ros.frontends.policy import FINAL_BEAM_SIZE
-
-    reader = over_turn_reader()
-    assert reader.expect == TrainedFloorPolicy.expected_over_turn and reader.expect
-    assert reader.asr.beam_size == FINAL_BEAM_SIZE > 1
-    assert [p.phrases for p in reader.asr._probes] == [
-        PhraseProbe.load(TrainedFloorPolicy.expected_probe).phrases
-    ]
 
 
 def test_partials_are_what_whisper_hears_of_the_first_second() -> None:

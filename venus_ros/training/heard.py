@@ -4,9 +4,11 @@ The cascade's text models (the addressee head, the delegation router) never see 
 written: they read what Whisper tiny.en made of a voice, names it does not know turned into
 other words, short words dropped, whole phrases garbled. :func:`recognised_forms` speaks each
 phrase with seeded training voices of the synthesizer (espeak-ng at the training rates, half of
-them with room noise) and writes down what the recogniser hears; :func:`cached_forms` keeps
-the result in a JSON file, so a model is retrained from the same forms without the recogniser
-(which may write other words on another CPU).
+them with room noise) and writes down the final transcript the frontend would read
+(:func:`frontend_reader`: while it is idle, the final beam for speech over
+:data:`~venus_ros.audio.asr.EXPECT_MAX_S`); :func:`cached_forms` keeps the result in a JSON
+file, so a model is retrained from the same forms without the recogniser (which may write
+other words on another CPU).
 """
 
 from __future__ import annotations
@@ -15,14 +17,19 @@ import json
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from venus_ros.audio.asr import SegmentTranscriber, WhisperAsr
 
 __all__ = [
     "NOISE_SHARE",
     "NOISE_SNR_DB",
+    "READING",
     "cached_forms",
+    "frontend_reader",
     "recognised_forms",
 ]
 
@@ -30,24 +37,59 @@ NOISE_SHARE = 0.5
 """Share of the spoken phrases with room noise added."""
 NOISE_SNR_DB: tuple[float, float] = (10.0, 25.0)
 """Range of the speech-to-noise ratio where noise is added."""
+READING = "idle-final"
+"""How :func:`recognised_forms` reads what it speaks (part of its cache keys): the final
+transcript of the frontend while it is idle. Forms read another way are recognised again."""
+
+
+def frontend_reader(
+    *, over_turn: bool = False, asr: WhisperAsr | None = None
+) -> SegmentTranscriber:
+    """A :class:`~venus_ros.audio.asr.SegmentTranscriber` that reads speech as the cascade
+    frontend does: its recogniser (tiny.en with the final beam, which the transcriber uses for
+    finals over :data:`~venus_ros.audio.asr.EXPECT_MAX_S`) and the committed command probe;
+    over the assistant's turn it also weighs readings against the phrases the floor policy
+    expects (:attr:`~venus_ros.frontends.cascade.floor.TrainedFloorPolicy.expected_over_turn`;
+    partials greedy and never re-run), while idle against none.
+
+    Args:
+        over_turn: Read as the frontend reads speech over the assistant's turn.
+        asr: A :class:`~venus_ros.audio.asr.WhisperAsr` (default: tiny.en with the frontend's
+            final beam, no word alignment, and the committed command probe).
+    """
+    from venus_ros.audio.asr import PhraseProbe, SegmentTranscriber, WhisperAsr
+    from venus_ros.frontends.cascade.floor import TrainedFloorPolicy
+    from venus_ros.frontends.policy import FINAL_BEAM_SIZE
+
+    if asr is None:
+        asr = WhisperAsr(beam_size=FINAL_BEAM_SIZE, word_timestamps=False)
+        if TrainedFloorPolicy.expected_probe is not None:
+            probe = PhraseProbe.load(TrainedFloorPolicy.expected_probe)
+            if probe.model == asr.model_name:
+                asr.use_probe(probe)
+    reader = SegmentTranscriber(asr)
+    if over_turn:
+        reader.expect = tuple(TrainedFloorPolicy.expected_over_turn)
+    return reader
 
 
 def recognised_forms(
     phrases: Sequence[tuple[str, int]],
     *,
     seed: int = 0,
-    asr: Any = None,
+    asr: WhisperAsr | None = None,
     cache: dict[str, list[str]] | None = None,
     progress: bool = False,
 ) -> dict[str, list[str]]:
     """Every phrase spoken by seeded training voices (espeak-ng, the synthesizer's training
     voices and rates, half of them with room noise) and written down by the frontend's
-    recogniser (Whisper tiny.en): how the frontend's text models really read it.
+    recogniser as it reads a final transcript while idle (:func:`frontend_reader`): how the
+    frontend's text models really read it.
 
     Args:
         phrases: ``(text, voices)`` pairs: each text is spoken by that many distinct voices.
         seed: Fixes voices, rates and noise (each phrase from its own generator).
-        asr: A :class:`~venus_ros.audio.asr.WhisperAsr` (default: tiny.en).
+        asr: The recogniser :func:`frontend_reader` reads with (default: the frontend's).
         cache: Recognised forms per key, read and filled in.
         progress: Print a line every 100 phrases.
 
@@ -58,7 +100,7 @@ def recognised_forms(
     speaker: _Speaker | None = None
     out: dict[str, list[str]] = {}
     for i, (text, count) in enumerate(phrases):
-        key = f"{seed}|{count}|{text}"
+        key = f"{seed}|{count}|{READING}|{text}"
         forms = cache.get(key)
         if forms is None:
             speaker = speaker or _Speaker(asr)
@@ -102,10 +144,8 @@ def cached_forms(
 class _Speaker:
     """Training voices and the recogniser, built on first use."""
 
-    def __init__(self, asr: Any = None) -> None:
-        from venus_ros.audio.asr import WhisperAsr
-
-        self._asr = asr if asr is not None else WhisperAsr(word_timestamps=False)
+    def __init__(self, asr: WhisperAsr | None = None) -> None:
+        self._reader = frontend_reader(asr=asr)
         self._engines: dict[str, Any] = {}
 
     def heard(self, text: str, count: int, rng: np.random.Generator) -> list[str]:
@@ -133,7 +173,8 @@ class _Speaker:
                 rms = max(float(np.sqrt(np.mean(audio**2))), 1e-4)
                 snr = rng.uniform(*NOISE_SNR_DB)
                 audio = audio + room_noise(rng, audio.size, 20 * np.log10(rms) - snr)
-            out.append(" ".join(self._asr.transcribe(audio.astype(np.float32)).text.split()))
+            final = self._reader.read(audio.astype(np.float32), "final")
+            out.append(" ".join(final.text.split()))
         return out
 
 

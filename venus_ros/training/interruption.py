@@ -31,9 +31,10 @@ Deterministic for a seed, from training material only:
    the frontend's partial transcripts do while the user talks over the assistant (every
    0.2 s from 0.3 s on), and the whole utterance, as its final transcript (:data:`FINAL_S`;
    the policy reads the finals where there is no partial), each the way the frontend reads
-   speech over its turn (:func:`over_turn_reader`: greedy partials never re-run, weighed
-   against the commands it expects, and finals with its beam and command probe). Every word
-   prefix of the written phrase in recogniser form is added as well (fitting only).
+   speech over its turn (:func:`~venus_ros.training.heard.frontend_reader`: greedy partials
+   never re-run, weighed against the commands it expects, and finals with its beam and
+   command probe). Every word prefix of the written phrase in recogniser form is added as
+   well (fitting only).
 3. **Features and fit**: the frozen MiniLM embedding next to hashed words and word pairs
    (:func:`~venus_ros.frontends.cascade.texthead.head_features`),
    :func:`~venus_ros.training.router.fit_logistic`, in :data:`FOLDS` folds split by
@@ -70,16 +71,16 @@ import numpy as np
 
 from venus_ros.frontends.cascade.floor import (
     INTERRUPTION_PATH,
-    TrainedFloorPolicy,
     calls_someone_else,
 )
 from venus_ros.frontends.cascade.texthead import TextHead, head_features
 from venus_ros.training.addressee import EXTRA_NOT_ADDRESSED, asr_form, evaluation_phrases
+from venus_ros.training.heard import frontend_reader
 from venus_ros.training.heldout import HeldOut
 from venus_ros.training.router import TextEmbedder, fit_logistic, grouped_folds, held_out_scores
 
 if TYPE_CHECKING:
-    from venus_ros.audio.asr import SegmentTranscriber, WhisperAsr
+    from venus_ros.audio.asr import SegmentTranscriber
 
 __all__ = [
     "CORPUS_PATH",
@@ -351,7 +352,7 @@ def recognised_rows(
         phrases: From :func:`training_phrases`.
         seed: Fixes voices, rates and noise.
         asr: A :class:`~venus_ros.audio.asr.WhisperAsr` (default: as
-            :func:`over_turn_reader` builds it).
+            :func:`~venus_ros.training.heard.frontend_reader` builds it).
         cache: Recognised partials per phrase, read and filled in (JSON-serialisable).
         progress: Print a line every 50 phrases.
     """
@@ -382,30 +383,6 @@ def recognised_rows(
     return rows
 
 
-def over_turn_reader(asr: WhisperAsr | None = None) -> SegmentTranscriber:
-    """A :class:`~venus_ros.audio.asr.SegmentTranscriber` that reads speech as the cascade
-    frontend reads it over the assistant's turn: its recogniser (the final beam), its command
-    probe, and the floor policy's expected phrases (partials greedy and never re-run, weighed
-    against the commands of two words or more; finals weighed against all of them).
-
-    Args:
-        asr: A :class:`~venus_ros.audio.asr.WhisperAsr` (default: tiny.en with the frontend's
-            final beam, no word alignment, and the committed command probe).
-    """
-    from venus_ros.audio.asr import PhraseProbe, SegmentTranscriber, WhisperAsr
-    from venus_ros.frontends.policy import FINAL_BEAM_SIZE
-
-    if asr is None:
-        asr = WhisperAsr(beam_size=FINAL_BEAM_SIZE, word_timestamps=False)
-        if TrainedFloorPolicy.expected_probe is not None:
-            probe = PhraseProbe.load(TrainedFloorPolicy.expected_probe)
-            if probe.model == asr.model_name:
-                asr.use_probe(probe)
-    reader = SegmentTranscriber(asr)
-    reader.expect = tuple(TrainedFloorPolicy.expected_over_turn)
-    return reader
-
-
 class _Speaker:
     """Training voices (espeak-ng) and the recogniser, built on first use."""
 
@@ -424,7 +401,7 @@ class _Speaker:
         from venus_ros.eval.synth import FAMILIES, RATE_WPM, trim
 
         if self._reader is None:
-            self._reader = over_turn_reader(self._asr)
+            self._reader = frontend_reader(over_turn=True, asr=self._asr)
         voices = FAMILIES["train"].espeak_voices
         lead = np.zeros(round(LEAD_S * SAMPLE_RATE), np.float32)
         tail = round(TAIL_S * SAMPLE_RATE)
