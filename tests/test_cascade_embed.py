@@ -181,6 +181,14 @@ def test_tuned_weights_replace_the_models_and_are_keyed(tiny: tuple[Path, Path])
     save_tuned(path, {"encoder.layer.9.output.dense.bias": np.zeros(32, np.float32)})
     with pytest.raises(ValueError, match=r"does not have.*layer\.9"):
         Embedder(model_dir, cache_dir=cache, tuned=path)
+    name = "encoder.layer.1.output.dense.weight"
+    for broken in (
+        {f"q:{name}": np.ones((4, 3), np.int8)},  # its scale lost
+        {f"q:{name}": np.ones((4, 3), np.int8), f"s:{name}": np.ones(3, np.float32)},
+    ):
+        np.savez(path, **broken)
+        with pytest.raises(ValueError, match=r"no scale per row"):
+            load_tuned(path)
     path.write_bytes(b"")
     with pytest.raises((OSError, ValueError)):
         load_tuned(path)

@@ -264,8 +264,11 @@ def load_tuned(path: str | Path) -> dict[str, npt.NDArray[np.float32]]:
             if kind == "f":
                 out[name] = data[key].astype(np.float32)
             elif kind == "q":
-                scale = data[f"s:{name}"].astype(np.float32)
-                out[name] = data[key].astype(np.float32) * scale[:, None]
+                q = data[key]
+                scale = data[f"s:{name}"] if f"s:{name}" in data.files else None
+                if scale is None or q.ndim != 2 or scale.shape != q.shape[:1]:
+                    raise ValueError(f"{path}: int8 weight {name!r} has no scale per row")
+                out[name] = q.astype(np.float32) * scale.astype(np.float32)[:, None]
             elif kind != "s":
                 raise ValueError(f"{path}: not a file of tuned weights ({key!r})")
     if not out:
