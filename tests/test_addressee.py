@@ -808,15 +808,15 @@ def test_cached_forms_speak_only_what_the_file_lacks(
     first = heard.cached_forms([("Please open the window.", 1)], path, seed=2)
     assert "window" in first["Please open the window."][0].lower()
     assert json.loads(path.read_text(encoding="utf-8")) == {
-        "2|1|Please open the window.": first["Please open the window."]
+        heard.form_key("Please open the window.", 1, seed=2): first["Please open the window."]
     }
     spoken: list[str] = []
     real = heard._Speaker
 
     class Counting(real):  # type: ignore[misc, valid-type]
-        def heard(self, text: str, count: int, rng: np.random.Generator) -> list[str]:
+        def heard(self, text: str, count: int, rng: np.random.Generator, *rest: str) -> list[str]:
             spoken.append(text)
-            return super().heard(text, count, rng)
+            return super().heard(text, count, rng, *rest)
 
     monkeypatch.setattr(heard, "_Speaker", Counting)
     again = heard.cached_forms(

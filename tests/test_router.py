@@ -26,8 +26,10 @@ from venus_ros.frontends.cascade.router import (
     clean_disfluencies,
     lexical_features,
 )
+from venus_ros.training.heard import form_key
 from venus_ros.training.router import (
     HEARD_PATH,
+    HEARD_READING,
     VOICES,
     calibrate_threshold,
     fit_logistic,
@@ -198,9 +200,13 @@ def test_the_recognised_forms_of_every_corpus_text_are_committed() -> None:
     :func:`~venus_ros.training.heard.recognised_forms` keys it."""
     known = json.loads(HEARD_PATH.read_text(encoding="utf-8"))
     items = load_corpus()
-    missing = [item.text for item in items if f"0|{VOICES}|{item.text}" not in known]
+    missing = [
+        item.text
+        for item in items
+        if form_key(item.text, VOICES, reading=HEARD_READING) not in known
+    ]
     assert not missing, missing[:5]
-    forms = [known[f"0|{VOICES}|{item.text}"] for item in items]
+    forms = [known[form_key(item.text, VOICES, reading=HEARD_READING)] for item in items]
     assert all(len(f) == VOICES for f in forms)
     changed = sum(form != item.text for item, f in zip(items, forms, strict=True) for form in f)
     assert changed > len(items)  # the recogniser rewrote most of them (case, punctuation, words)
@@ -287,7 +293,7 @@ def test_committed_router_meets_the_goal_on_held_out_requests(router: Delegation
     heard = [
         (form, item.delegate)
         for item in held_out
-        for form in dict.fromkeys(known[f"0|{VOICES}|{item.text}"])
+        for form in dict.fromkeys(known[form_key(item.text, VOICES, reading=HEARD_READING)])
         if form.strip() and form != item.text
     ]
     h = metrics(router.scores([t for t, _ in heard]), [d for _, d in heard], router.threshold)

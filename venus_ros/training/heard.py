@@ -8,7 +8,8 @@ them with room noise) and writes down the final transcript the frontend would re
 (:func:`frontend_reader`: while it is idle, the final beam for speech over
 :data:`~venus_ros.audio.asr.EXPECT_MAX_S`); :func:`cached_forms` keeps the result in a JSON
 file, so a model is retrained from the same forms without the recogniser (which may write
-other words on another CPU).
+other words on another CPU). Each form is kept under a key that names how it was read
+(:data:`READINGS`, :func:`form_key`).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ if TYPE_CHECKING:
 __all__ = [
     "NOISE_SHARE",
     "NOISE_SNR_DB",
-    "READING",
+    "READINGS",
     "cached_forms",
+    "form_key",
     "frontend_reader",
     "recognised_forms",
 ]
@@ -37,9 +39,17 @@ NOISE_SHARE = 0.5
 """Share of the spoken phrases with room noise added."""
 NOISE_SNR_DB: tuple[float, float] = (10.0, 25.0)
 """Range of the speech-to-noise ratio where noise is added."""
-READING = "idle-final"
-"""How :func:`recognised_forms` reads what it speaks (part of its cache keys): the final
-transcript of the frontend while it is idle. Forms read another way are recognised again."""
+READINGS: tuple[str, ...] = ("idle-final", "greedy")
+"""How :func:`recognised_forms` may read what it speaks (part of its cache keys, so forms read
+one way are never taken for another): ``"idle-final"`` (the default) as the frontend reads a
+final transcript while it is idle; ``"greedy"`` by the same recogniser decoding greedily
+whatever the length, how the delegation router's committed forms were read
+(:data:`~venus_ros.training.router.HEARD_READING`)."""
+
+
+def form_key(text: str, count: int, *, seed: int = 0, reading: str = READINGS[0]) -> str:
+    """The cache key of ``text`` spoken by ``count`` voices with ``seed``, read ``reading``."""
+    return f"{seed}|{count}|{reading}|{text}"
 
 
 def frontend_reader(
@@ -77,6 +87,7 @@ def recognised_forms(
     phrases: Sequence[tuple[str, int]],
     *,
     seed: int = 0,
+    reading: str = READINGS[0],
     asr: WhisperAsr | None = None,
     cache: dict[str, list[str]] | None = None,
     progress: bool = False,
@@ -89,23 +100,31 @@ def recognised_forms(
     Args:
         phrases: ``(text, voices)`` pairs: each text is spoken by that many distinct voices.
         seed: Fixes voices, rates and noise (each phrase from its own generator).
+        reading: One of :data:`READINGS`.
         asr: The recogniser :func:`frontend_reader` reads with (default: the frontend's).
         cache: Recognised forms per key, read and filled in.
         progress: Print a line every 100 phrases.
 
     Returns:
         The recognised forms per phrase text.
+
+    Raises:
+        ValueError: An unknown ``reading``.
     """
+    if reading not in READINGS:
+        raise ValueError(f"reading: must be one of {READINGS}, got {reading!r}")
     cache = {} if cache is None else cache
     speaker: _Speaker | None = None
     out: dict[str, list[str]] = {}
     for i, (text, count) in enumerate(phrases):
-        key = f"{seed}|{count}|{READING}|{text}"
+        key = form_key(text, count, seed=seed, reading=reading)
         forms = cache.get(key)
         if forms is None:
             speaker = speaker or _Speaker(asr)
-            rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
-            forms = cache[key] = speaker.heard(text, count, rng)
+            # the voices, rates and noise are the spoken sample's, whatever the reading
+            spoken = f"{seed}|{count}|{text}"
+            rng = np.random.default_rng([seed, zlib.crc32(spoken.encode())])
+            forms = cache[key] = speaker.heard(text, count, rng, reading)
         out[text] = forms
         if progress and i % 100 == 99:
             print(f"  {i + 1}/{len(phrases)} phrases spoken", flush=True)
@@ -117,6 +136,7 @@ def cached_forms(
     path: str | Path,
     *,
     seed: int = 0,
+    reading: str = READINGS[0],
     fresh: bool = False,
     progress: bool = False,
 ) -> dict[str, list[str]]:
@@ -128,13 +148,14 @@ def cached_forms(
         path: The cache file (created with its folder when missing; an unreadable one is
             ignored and replaced).
         seed: As for :func:`recognised_forms`.
+        reading: As for :func:`recognised_forms`.
         fresh: Recognise every phrase again, ignoring what the file holds.
         progress: As for :func:`recognised_forms`.
     """
     path = Path(path)
     known = {} if fresh else _read_json(path)
     size = len(known)
-    heard = recognised_forms(phrases, seed=seed, cache=known, progress=progress)
+    heard = recognised_forms(phrases, seed=seed, reading=reading, cache=known, progress=progress)
     if len(known) > size:  # something was recognised: keep it for the next run
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(known, indent=0, sort_keys=True) + "\n", encoding="utf-8")
@@ -148,8 +169,11 @@ class _Speaker:
         self._reader = frontend_reader(asr=asr)
         self._engines: dict[str, Any] = {}
 
-    def heard(self, text: str, count: int, rng: np.random.Generator) -> list[str]:
-        """What the recogniser writes for ``text`` spoken by ``count`` distinct voices."""
+    def heard(
+        self, text: str, count: int, rng: np.random.Generator, reading: str = READINGS[0]
+    ) -> list[str]:
+        """What the recogniser writes for ``text`` spoken by ``count`` distinct voices, read
+        ``reading`` (:data:`READINGS`)."""
         import soxr
 
         from venus_ros.audio.asr import SAMPLE_RATE
@@ -173,8 +197,12 @@ class _Speaker:
                 rms = max(float(np.sqrt(np.mean(audio**2))), 1e-4)
                 snr = rng.uniform(*NOISE_SNR_DB)
                 audio = audio + room_noise(rng, audio.size, 20 * np.log10(rms) - snr)
-            final = self._reader.read(audio.astype(np.float32), "final")
-            out.append(" ".join(final.text.split()))
+            audio = audio.astype(np.float32)
+            if reading == "greedy":
+                got = self._reader.asr.transcribe(audio, beam_size=1)
+            else:
+                got = self._reader.read(audio, "final")
+            out.append(" ".join(got.text.split()))
         return out
 
 

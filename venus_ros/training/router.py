@@ -12,7 +12,8 @@ Pipeline, deterministic for a seed:
    router never reads a request as written, but as Whisper tiny.en heard it ("switch on the
    air conditioning" -> "Please, I am here, ..."). The forms are kept in
    ``data/router_heard.json`` (made again with ``--fresh-speech``), so training is
-   reproducible without the recogniser; a form goes to its text's split and label.
+   reproducible without the recogniser; a form goes to its text's split and label. They were
+   read greedily (:data:`HEARD_READING`), not as the frontend reads a final.
 4. Features: the all-MiniLM-L6-v2 embedding of each text after
    :func:`~venus_ros.frontends.cascade.router.clean_disfluencies`, next to its hashed
    :func:`~venus_ros.frontends.cascade.router.lexical_features`.
@@ -89,6 +90,17 @@ HEARD_PATH = CORPUS_PATH.with_name("router_heard.json")
 """The corpus's texts as the recogniser wrote them (:func:`heard_forms`)."""
 VOICES = 2
 """Training voices that speak each corpus text for :func:`heard_forms`."""
+HEARD_READING = "greedy"
+"""How the forms in :data:`HEARD_PATH` were read (:data:`~venus_ros.training.heard.READINGS`):
+greedily, as every trainer read speech before the frontend's own reading of a final (the
+beam over :data:`~venus_ros.audio.asr.EXPECT_MAX_S`); spoken and read so again, every one of
+15 sampled texts came out as the file holds it. Read the frontend's way (``"idle-final"``) and
+retrained, the router's held-out figures stayed within noise over 20
+split seeds (recall 0.941 -> 0.934, specificity 0.916 -> 0.920; as recognised 0.842 -> 0.852
+and 0.896 -> 0.881) while the shipped split lost recall on its recognised test forms (0.914
+-> 0.847) and three of its paraphrase groups routed unlike their clean text, so the committed
+router and its forms were kept (docs/eval.md, round 36). Retraining it the frontend's way is
+this constant set to ``"idle-final"`` and ``--fresh-speech``."""
 
 
 class TextEmbedder(Protocol):
@@ -400,7 +412,7 @@ def heard_forms(
         progress: Print a line every 100 texts spoken.
     """
     phrases = [(item.text, VOICES) for item in items]
-    return cached_forms(phrases, path, fresh=fresh, progress=progress)
+    return cached_forms(phrases, path, reading=HEARD_READING, fresh=fresh, progress=progress)
 
 
 def train_router(
