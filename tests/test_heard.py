@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -41,7 +40,7 @@ def test_spoken_phrases_are_read_as_the_idle_frontend_reads_its_finals() -> None
     def spy(audio: np.ndarray, **kwargs: Any) -> Transcript:
         calls.append(kwargs)
         heard.append(audio)
-        return replace(transcribe(audio, **kwargs))
+        return transcribe(audio, **kwargs)
 
     asr.transcribe = spy  # type: ignore[method-assign]
     long_text = "Could you close the kitchen window before it starts to rain, please?"
