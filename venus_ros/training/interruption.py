@@ -69,10 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from venus_ros.frontends.cascade.floor import (
-    INTERRUPTION_PATH,
-    calls_someone_else,
-)
+from venus_ros.frontends.cascade.floor import INTERRUPTION_PATH, calls_someone_else
 from venus_ros.frontends.cascade.texthead import TextHead, head_features
 from venus_ros.training.addressee import EXTRA_NOT_ADDRESSED, asr_form, evaluation_phrases
 from venus_ros.training.heard import frontend_reader
